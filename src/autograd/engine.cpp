@@ -1,0 +1,84 @@
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace lockstep {
+
+void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
+  // Gradients are computed with recording off: we do not build graphs of graphs.
+  NoGradGuard no_grad;
+
+  // 1. Count, for every node, how many edges point at it: it may run only after all of them.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack{root.get()};
+  std::unordered_map<Node*, bool> seen{{root.get(), true}};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& next : node->next_edges()) {
+      if (!next) continue;
+      ++dependencies[next.get()];
+      if (!seen[next.get()]) {
+        seen[next.get()] = true;
+        stack.push_back(next.get());
+      }
+    }
+  }
+
+  // 2. Run ready nodes, latest-created first (as PyTorch does), so the last layer's
+  //    gradients are finished first: that is the order DDP's buckets expect.
+  auto later_first = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
+    return a->sequence_nr() < b->sequence_nr();
+  };
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(later_first)> ready(later_first);
+  std::unordered_map<Node*, Tensor> pending;  // gradient summed so far for each waiting node
+  pending[root.get()] = grad;
+  ready.push(root);
+
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = ready.top();
+    ready.pop();
+    const Tensor node_grad = std::move(pending[node.get()]);
+    pending.erase(node.get());
+    // A node that received no gradient on any path passes none on, but still counts as run
+    // so that the nodes below it are not left waiting.
+    const std::vector<Tensor> input_grads = node_grad.defined() ? node->apply(node_grad) : std::vector<Tensor>{};
+    if (!retain_graph) node->release_saved();
+
+    // 3. Hand each input gradient to the node that produced that input, summing if several
+    //    paths meet there; the node becomes ready when its last contribution arrives.
+    const auto& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const auto& next = edges[i];
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor& slot = pending[next.get()];
+        slot = slot.defined() ? add(slot, input_grads[i]) : input_grads[i];
+      }
+      if (--dependencies[next.get()] == 0) ready.push(next);
+    }
+  }
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  LOCKSTEP_CHECK(requires_grad(), "backward: this tensor does not require grad and has no grad_fn; did you forget "
+                                  "requires_grad_() on a leaf, or compute it under NoGradGuard?");
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    LOCKSTEP_CHECK(numel() == 1, "backward: grad can be implicitly created only for scalar outputs; this tensor has "
+                                 "shape ", shape_str(shape()), ", so pass a gradient of that shape");
+    seed = ones_like(*this);
+  }
+  LOCKSTEP_CHECK(seed.shape() == shape(), "backward: gradient has shape ", shape_str(seed.shape()),
+                 " but the tensor has shape ", shape_str(shape()));
+  LOCKSTEP_CHECK(seed.device() == device(), "backward: gradient is on ", seed.device(), " but the tensor is on ", device());
+  run_backward(gradient_edge(*this), seed, retain_graph);
+}
+
+}  // namespace lockstep

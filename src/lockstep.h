@@ -1,0 +1,15 @@
+/// \file
+/// Everything in one include: `#include "lockstep.h"`.
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/tensor.h"
+#include "core/threads.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"

@@ -1,0 +1,105 @@
+// CPU elementwise kernels: one strided loop (core/strided_loop.h) per op, with the scalar
+// function chosen at compile time so the inner loop vectorises.
+#include "ops/cpu/elementwise_kernels.h"
+
+#include <cmath>
+
+#include "core/copy.h"
+#include "core/dispatch.h"
+#include "core/error.h"
+#include "core/strided_loop.h"
+
+namespace lockstep::cpu {
+
+namespace {
+
+// Runs f(x, y) over the broadcast operands; dense rows get a unit-stride loop.
+template <class T, class Out, class F>
+void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  const std::array<Shape, 3> strides{out.strides(), broadcast_strides(a, out.shape(), "binary op"),
+                                     broadcast_strides(b, out.shape(), "binary op")};
+  Out* o = static_cast<Out*>(out.storage()->data());
+  const T* x = static_cast<const T*>(a.storage()->data());
+  const T* y = static_cast<const T*>(b.storage()->data());
+  for_each_row<3>(out.shape(), strides, {out.offset(), a.offset(), b.offset()},
+                  [&](std::array<int64_t, 3> base, int64_t n, std::array<int64_t, 3> step) {
+                    Out* po = o + base[0];
+                    const T* px = x + base[1];
+                    const T* py = y + base[2];
+                    if (step[1] == 1 && step[2] == 1) {
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], py[i]);
+                    } else if (step[1] == 1 && step[2] == 0) {  // tensor op scalar / broadcast row
+                      const T yv = *py;
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i], yv);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i * step[1]], py[i * step[2]]);
+                    }
+                  });
+}
+
+template <class T, class F>
+void unary_loop(const Tensor& a, const Tensor& out, F f) {
+  const std::array<Shape, 2> strides{out.strides(), a.strides()};
+  T* o = static_cast<T*>(out.storage()->data());
+  const T* x = static_cast<const T*>(a.storage()->data());
+  for_each_row<2>(out.shape(), strides, {out.offset(), a.offset()},
+                  [&](std::array<int64_t, 2> base, int64_t n, std::array<int64_t, 2> step) {
+                    T* po = o + base[0];
+                    const T* px = x + base[1];
+                    if (step[1] == 1) {
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i]);
+                    } else {
+                      for (int64_t i = 0; i < n; ++i) po[i] = f(px[i * step[1]]);
+                    }
+                  });
+}
+
+}  // namespace
+
+void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  // Comparisons work on every numeric type (e.g. predicted vs true i64 labels)...
+  if (out.dtype() == DType::boolean) {
+    return dispatch_numeric(a.dtype(), "comparison", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      switch (op) {
+        case BinaryOp::Eq: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x == y; });
+        case BinaryOp::Ne: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x != y; });
+        case BinaryOp::Lt: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x < y; });
+        case BinaryOp::Le: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x <= y; });
+        case BinaryOp::Gt: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x > y; });
+        case BinaryOp::Ge: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x >= y; });
+        default: throw Error("binary_kernel: a bool output needs a comparison op");
+      }
+    });
+  }
+  // ...arithmetic only on floating types.
+  dispatch_floating(a.dtype(), "elementwise op", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (op) {
+      case BinaryOp::Add: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x + y; });
+      case BinaryOp::Sub: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x - y; });
+      case BinaryOp::Mul: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x * y; });
+      case BinaryOp::Div: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x / y; });
+      case BinaryOp::ReluBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return y > T(0) ? g : T(0); });
+      case BinaryOp::SigmoidBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return g * y * (T(1) - y); });
+      case BinaryOp::TanhBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return g * (T(1) - y * y); });
+      default: throw Error("binary_kernel: a comparison op needs a bool output");
+    }
+  });
+}
+
+void unary_kernel(UnaryOp op, const Tensor& a, const Tensor& out) {
+  dispatch_floating(a.dtype(), "elementwise op", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (op) {
+      case UnaryOp::Neg: return unary_loop<T>(a, out, [](T x) { return -x; });
+      case UnaryOp::Exp: return unary_loop<T>(a, out, [](T x) { return std::exp(x); });
+      case UnaryOp::Log: return unary_loop<T>(a, out, [](T x) { return std::log(x); });
+      case UnaryOp::Relu: return unary_loop<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
+      case UnaryOp::Sigmoid: return unary_loop<T>(a, out, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+      case UnaryOp::Tanh: return unary_loop<T>(a, out, [](T x) { return std::tanh(x); });
+    }
+  });
+}
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,298 @@
+/// \file
+/// A cache-blocked CPU GEMM in the style of GotoBLAS and BLIS.
+///
+/// The naive triple loop `C(i,j) += A(i,k) * B(k,j)` is limited by memory, not arithmetic:
+/// each multiply-add needs fresh operands from far-away memory. The fix is to reuse every
+/// number many times while it sits in a fast cache or register. We do that with five
+/// nested loops around a tiny "micro-kernel":
+///
+///     for jc in steps of NC:            B block  (KC x NC)  lives in L3
+///       for pc in steps of KC:            pack B(pc:pc+KC, jc:jc+NC) into NR-wide panels
+///         for ic in steps of MC:          A block  (MC x KC)  lives in L2
+///           pack A(ic:ic+MC, pc:pc+KC) into MR-tall panels
+///           for jr in steps of NR:        B panel  (KC x NR)  lives in L1
+///             for ir in steps of MR:      A panel  (MR x KC)  streams from L2
+///               micro-kernel: C(MR x NR tile) += A panel * B panel, in registers
+///
+/// The micro-kernel keeps an MR x NR tile of C in registers for the whole KC-long sum,
+/// so each value loaded from the packed panels is used NR (or MR) times.
+/// References: Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication"
+/// (2008); Van Zee & van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
+/// Functionality" (2015).
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace lockstep::cpu {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Blocking parameters.
+//
+// Register tile MR x NR: the accumulators must fit in the 16 AVX2 registers (256 bits)
+// with room for one broadcast A value and the NR-wide row of B. 6 x 16 floats is
+// 6 x 2 = 12 accumulator registers + 2 for B + 1 for A = 15. Twelve independent
+// accumulators also hide the FMA latency: two FMA pipes x 4 cycles latency needs >= 8
+// FMAs in flight. For double a register holds 4 values, so the same register budget
+// gives 6 x 8. (On NEON's 32 x 128-bit registers these shapes also fit.)
+//
+// Cache blocks, for a core with 32 KiB L1d, 1 MiB L2 and a shared 32 MiB L3:
+//  - KC: one KC x NR panel of B must stay in L1 while all the A panels stream past it:
+//        256 x 16 floats = 16 KiB, half of L1, leaving room for the A panel (6 KiB).
+//  - MC: the packed MC x KC block of A should fill about half of L2 (the other half is
+//        B panels and C lines passing through): 144 x 256 floats = 144 KiB... and we
+//        found larger (see below) did not help.
+//  - NC: the KC x NC block of B is shared by all cores via L3: 256 x 4080 floats = 4 MiB.
+// The same byte budgets are used for double (half as many elements where it matters).
+template <class T>
+struct Blocking;
+
+template <>
+struct Blocking<float> {
+  static constexpr int kMR = 6;
+  static constexpr int kNR = 16;
+  static constexpr int64_t kMC = 144;
+  static constexpr int64_t kKC = 256;
+  static constexpr int64_t kNC = 4080;
+};
+
+template <>
+struct Blocking<double> {
+  static constexpr int kMR = 6;
+  static constexpr int kNR = 8;
+  static constexpr int64_t kMC = 72;
+  static constexpr int64_t kKC = 256;
+  static constexpr int64_t kNC = 4080;
+};
+
+// Below this many multiply-adds (M * N * K) packing and waking threads cost more than
+// they save, so we use a plain loop.
+constexpr int64_t kSmallProblem = 32 * 1024;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile. `ab` has row stride ldab.
+// beta == 0 must not read C: 0 * NaN is NaN, and C may be uninitialised.
+template <class T>
+void update_tile(int64_t m, int64_t n, const T* ab, int64_t ldab, T alpha, T beta, T* C,
+                 int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* c = C + i * ldc;
+    const T* r = ab + i * ldab;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < n; ++j) c[j] = alpha * r[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) c[j] = alpha * r[j] + beta * c[j];
+    }
+  }
+}
+
+// C = beta * C, the whole answer when there is nothing to multiply (K == 0 or alpha == 0).
+template <class T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) c[j] = beta == T(0) ? T(0) : beta * c[j];
+  }
+}
+
+// The small-problem path: one dot product per element of C, straight from the strided
+// operands. No packing, no threads.
+template <class T>
+void gemm_direct(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t a_rs,
+                 int64_t a_cs, const T* B, int64_t b_rs, int64_t b_cs, T beta, T* C,
+                 int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      T sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += A[i * a_rs + k * a_cs] * B[k * b_rs + j * b_cs];
+      T& c = C[i * ldc + j];
+      c = beta == T(0) ? alpha * sum : alpha * sum + beta * c;
+    }
+  }
+}
+
+// Packs the mc x kc block of A starting at `A` into consecutive MR-row panels. Inside a
+// panel the MR values of one column k are adjacent, so the micro-kernel reads the panel
+// front to back. Rows past mc are zero, so edge panels need no special case later.
+template <class T>
+void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rs, int64_t cs, T* out) {
+  constexpr int MR = Blocking<T>::kMR;
+  for (int64_t ir = 0; ir < mc; ir += MR) {
+    const int64_t mr = std::min<int64_t>(MR, mc - ir);
+    const T* a = A + ir * rs;
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t i = 0; i < mr; ++i) out[i] = a[i * rs + p * cs];
+      for (int64_t i = mr; i < MR; ++i) out[i] = T(0);
+      out += MR;
+    }
+  }
+}
+
+// Packs one kc x NR panel of B (the nr <= NR valid columns starting at `B`): for each k,
+// the NR values of row k are adjacent. Columns past nr are zero.
+template <class T>
+void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T* out) {
+  constexpr int NR = Blocking<T>::kNR;
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* b = B + p * rs;
+    for (int64_t j = 0; j < nr; ++j) out[j] = b[j * cs];
+    for (int64_t j = nr; j < NR; ++j) out[j] = T(0);
+    out += NR;
+  }
+}
+
+// A vector of 32 bytes of T (8 floats or 4 doubles: one AVX2 register), written with the
+// GCC/Clang vector extension so arithmetic on it compiles to SIMD instructions on any
+// target. aligned(sizeof(T)) lets us load it from any element address.
+template <class T>
+struct Simd {
+  typedef T Vec __attribute__((vector_size(32), aligned(sizeof(T))));
+  static constexpr int kWidth = 32 / sizeof(T);
+};
+
+// The micro-kernel: ab = (MR x kc panel of A) * (kc x NR panel of B), both packed.
+// Each step p is a rank-1 update: row p of the B panel (NR values, NR / kWidth vectors)
+// times each of the MR values of column p of the A panel. The accumulator is a fixed-size
+// local array with constant bounds, so the compiler keeps it entirely in registers.
+template <class T>
+__attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b,
+                  T* __restrict ab) {
+  using Vec = typename Simd<T>::Vec;
+  constexpr int MR = Blocking<T>::kMR;
+  constexpr int NV = Blocking<T>::kNR / Simd<T>::kWidth;
+  Vec acc[MR][NV] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    Vec b_row[NV];
+    for (int v = 0; v < NV; ++v) b_row[v] = *reinterpret_cast<const Vec*>(b + v * Simd<T>::kWidth);
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * b_row[v];
+    }
+    a += MR;
+    b += Blocking<T>::kNR;
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v)
+      *reinterpret_cast<Vec*>(ab + i * Blocking<T>::kNR + v * Simd<T>::kWidth) = acc[i][v];
+}
+
+// The macro-kernel: C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR
+// tile at a time. The jr loop is outside the ir loop so that one B panel stays in L1
+// while the whole A block streams past it from L2.
+template <class T>
+void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a,
+                  const T* packed_b, T beta, T* C, int64_t ldc) {
+  constexpr int MR = Blocking<T>::kMR;
+  constexpr int NR = Blocking<T>::kNR;
+  alignas(64) T ab[MR * NR];
+  for (int64_t jr = 0; jr < nc; jr += NR) {
+    const int64_t nr = std::min<int64_t>(NR, nc - jr);
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t mr = std::min<int64_t>(MR, mc - ir);
+      T* c = C + ir * ldc + jr;
+      for (int64_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * ldc, 1);
+      micro_kernel(kc, packed_a + ir * kc, packed_b + jr * kc, ab);
+      // Edge tiles were computed in full on zero padding; only mr x nr of it is real.
+      update_tile(mr, nr, ab, NR, alpha, beta, C + ir * ldc + jr, ldc);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gemm(int64_t M, int64_t N, int64_t K, T alpha,
+          const T* A, int64_t a_row_stride, int64_t a_col_stride,
+          const T* B, int64_t b_row_stride, int64_t b_col_stride,
+          T beta, T* C, int64_t c_row_stride) {
+  constexpr int MR = Blocking<T>::kMR;
+  constexpr int NR = Blocking<T>::kNR;
+  constexpr int64_t MC = Blocking<T>::kMC;
+  constexpr int64_t KC = Blocking<T>::kKC;
+  constexpr int64_t NC = Blocking<T>::kNC;
+
+  if (M <= 0 || N <= 0) return;
+  // Nothing to multiply: the product is zero, so only the beta * C part remains.
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, c_row_stride);
+    return;
+  }
+  if (M * N * K < kSmallProblem) {
+    gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
+                b_col_stride, beta, C, c_row_stride);
+    return;
+  }
+
+  // Split the M rows into blocks of at most MC rows, and into a multiple of the thread
+  // count so every thread gets the same number of equally tall blocks (e.g. M = 2048
+  // becomes 16 blocks of 128 rather than 14 of 144 plus a short one).
+  const int threads = max_threads();
+  int64_t row_blocks = round_up(ceil_div(M, MC), threads);
+  row_blocks = std::min(row_blocks, ceil_div(M, MR));
+  const int64_t mc_max = round_up(ceil_div(M, row_blocks), MR);
+  row_blocks = ceil_div(M, mc_max);
+
+  const int64_t kc_max = std::min(KC, K);
+  const int64_t nc_max = std::min(NC, round_up(N, NR));
+
+  // One packed B block shared by all threads: it is the big one (up to KC x NC), it lives
+  // in the shared L3, and packing it once avoids every thread re-reading B from memory.
+  std::vector<T> packed_b(kc_max * nc_max);
+
+#pragma omp parallel
+  {
+    // Each thread packs its own A blocks into a private buffer that stays in its own L2.
+    std::vector<T> packed_a(mc_max * kc_max);
+    for (int64_t jc = 0; jc < N; jc += NC) {
+      const int64_t nc = std::min(NC, N - jc);
+      for (int64_t pc = 0; pc < K; pc += KC) {
+        const int64_t kc = std::min(KC, K - pc);
+        // Only the first slice of K sees the caller's beta; later slices accumulate.
+        const T beta_here = pc == 0 ? beta : T(1);
+
+        // All threads pack B together, one NR-wide panel each at a time. The implicit
+        // barrier at the end of the loop means nobody reads B before it is complete.
+#pragma omp for schedule(static)
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          pack_b_panel(std::min<int64_t>(NR, nc - jr), kc,
+                       B + pc * b_row_stride + (jc + jr) * b_col_stride, b_row_stride,
+                       b_col_stride, packed_b.data() + jr * kc);
+        }
+
+        // Each thread takes whole row blocks: pack that slice of A, then multiply. The
+        // implicit barrier at the end keeps B from being repacked while still in use.
+#pragma omp for schedule(static)
+        for (int64_t block = 0; block < row_blocks; ++block) {
+          const int64_t ic = block * mc_max;
+          const int64_t mc = std::min(mc_max, M - ic);
+          pack_a(mc, kc, A + ic * a_row_stride + pc * a_col_stride, a_row_stride,
+                 a_col_stride, packed_a.data());
+          macro_kernel(mc, nc, kc, alpha, packed_a.data(), packed_b.data(), beta_here,
+                       C + ic * c_row_stride + jc, c_row_stride);
+        }
+      }
+    }
+  }
+}
+
+template void gemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                          const float*, int64_t, int64_t, float, float*, int64_t);
+template void gemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           int64_t, const double*, int64_t, int64_t, double, double*,
+                           int64_t);
+
+}  // namespace lockstep::cpu

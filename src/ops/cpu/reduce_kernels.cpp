@@ -1,0 +1,72 @@
+// CPU sum over a set of dimensions. The input is viewed as (kept..., reduced...) and each output
+// element sums its own slice, so outputs can be computed in parallel without atomics; when
+// there are fewer outputs than threads (a full sum), the threads split the slice instead.
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "core/strided_loop.h"
+#include "core/threads.h"
+#include "ops/reduce.h"
+
+
+namespace lockstep::cpu {
+
+void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out) {
+  // Split a's dimensions into kept (outer) and reduced (inner).
+  Shape kept_shape, kept_strides, red_shape, red_strides;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    (reduce[d] ? red_shape : kept_shape).push_back(a.shape()[d]);
+    (reduce[d] ? red_strides : kept_strides).push_back(a.strides()[d]);
+  }
+  const int64_t outputs = shape_numel(kept_shape);
+  const int64_t slice = shape_numel(red_shape);
+  const Shape kept_index_strides = contiguous_strides(kept_shape);
+
+  dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(a.storage()->data());
+    T* o = out.data_ptr<T>();
+
+    // Sum one output's slice, starting at element offset `base` of the input.
+    auto sum_slice = [&](int64_t base) {
+      double total = 0.0;
+      // A small slice: one thread walks it (for_each_row stays serial below the grain).
+      if (slice < kParallelGrain) {
+        for_each_row<1>(red_shape, {red_strides}, {base}, [&](std::array<int64_t, 1> b, int64_t n, std::array<int64_t, 1> s) {
+          for (int64_t i = 0; i < n; ++i) total += static_cast<double>(in[b[0] + i * s[0]]);
+        });
+        return total;
+      }
+      // A large slice: the threads split its rows and add their partial sums.
+      const int64_t inner = red_shape.empty() ? 1 : red_shape.back();
+      const int64_t rows = slice / inner;
+      const int64_t inner_stride = red_strides.empty() ? 0 : red_strides.back();
+#pragma omp parallel for reduction(+ : total) schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t offset = base, rest = r;
+        for (int64_t d = static_cast<int64_t>(red_shape.size()) - 2; d >= 0; --d) {
+          offset += (rest % red_shape[d]) * red_strides[d];
+          rest /= red_shape[d];
+        }
+        double partial = 0.0;
+        for (int64_t i = 0; i < inner; ++i) partial += static_cast<double>(in[offset + i * inner_stride]);
+        total += partial;
+      }
+      return total;
+    };
+
+    auto output_base = [&](int64_t k) {
+      int64_t base = a.offset();
+      for (size_t d = 0; d < kept_shape.size(); ++d) base += (k / kept_index_strides[d]) % kept_shape[d] * kept_strides[d];
+      return base;
+    };
+
+    // Many outputs: one thread per output slice. Few outputs with large slices: serial over
+    // outputs, and sum_slice spreads each slice over the threads.
+    const bool parallel_outputs = outputs >= 2 * get_num_threads() || slice < kParallelGrain;
+#pragma omp parallel for schedule(static) if (parallel_outputs && outputs * slice >= kParallelGrain && outputs > 1)
+    for (int64_t k = 0; k < outputs; ++k) o[k] = static_cast<T>(sum_slice(output_base(k)));
+  });
+}
+
+}  // namespace lockstep::cpu

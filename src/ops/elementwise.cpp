@@ -1,0 +1,116 @@
+#include "ops/elementwise.h"
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/checks.h"
+#include "ops/cpu/elementwise_kernels.h"
+#include "ops/reduce.h"
+
+namespace lockstep {
+
+Tensor scalar_like(double value, const Tensor& like) {
+  return full({}, value, TensorOptions().dtype(like.dtype()).device(like.device()));
+}
+
+namespace {
+
+// Checks, allocates the broadcast output and runs the kernel; no autograd.
+Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype) {
+  check_same_device(name, {&a, &b});
+  check_same_dtype(name, {&a, &b});
+  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), TensorOptions().dtype(out_dtype).device(a.device()));
+  cpu::binary_kernel(op, a, b, out);
+  return out;
+}
+
+Tensor arithmetic(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_forward(name, op, a, b, a.dtype());
+}
+
+Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_forward(name, op, a, b, DType::boolean);
+}
+
+Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
+  check_defined(name, {&a});
+  Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
+  cpu::unary_kernel(op, a, out);
+  return out;
+}
+
+}  // namespace
+
+// Broadcasting in the forward pass means summing in the backward pass: each input's gradient
+// is the output gradient reduced back to that input's shape (sum_to).
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("add", BinaryOp::Add, a, b);
+  return record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("sub", BinaryOp::Sub, a, b);
+  return record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
+  // d(ab)/da = b, d(ab)/db = a: save both inputs (detached, so the graph holds no cycle).
+  return record(out, "MulBackward", {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(), rb = b.requires_grad()](const Tensor& g) {
+    return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("div", BinaryOp::Div, a, b);
+  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
+  return record(out, "DivBackward", {a, b}, [b = b.detach(), out = out.detach(), sa = a.shape(), rb = b.requires_grad()](const Tensor& g) {
+    const Tensor ga = div(g, b);
+    return std::vector<Tensor>{sum_to(ga, sa), rb ? sum_to(neg(mul(ga, out)), b.shape()) : Tensor()};
+  });
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_forward("neg", UnaryOp::Neg, a);
+  return record(out, "NegBackward", {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_forward("exp", UnaryOp::Exp, a);
+  return record(out, "ExpBackward", {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_forward("log", UnaryOp::Log, a);
+  return record(out, "LogBackward", {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+}
+
+// The activations' derivatives are cheapest in terms of their own output, so they save it and
+// use a fused backward kernel.
+namespace {
+Tensor activation(const char* name, const char* backward_name, UnaryOp op, BinaryOp backward_op, const Tensor& a) {
+  Tensor out = unary_forward(name, op, a);
+  return record(out, backward_name, {a}, [out = out.detach(), backward_op, name](const Tensor& g) {
+    return std::vector<Tensor>{binary_forward(name, backward_op, g, out, g.dtype())};
+  });
+}
+}  // namespace
+
+Tensor relu(const Tensor& a) { return activation("relu", "ReluBackward", UnaryOp::Relu, BinaryOp::ReluBackward, a); }
+Tensor sigmoid(const Tensor& a) {
+  return activation("sigmoid", "SigmoidBackward", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a);
+}
+Tensor tanh(const Tensor& a) { return activation("tanh", "TanhBackward", UnaryOp::Tanh, BinaryOp::TanhBackward, a); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return comparison("eq", BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return comparison("ne", BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return comparison("lt", BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return comparison("le", BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return comparison("gt", BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return comparison("ge", BinaryOp::Ge, a, b); }
+
+}  // namespace lockstep
