@@ -1,0 +1,66 @@
+# Lockstep — the two commands a reader needs:
+#   make chapter4 && mpirun -n 2 ./chapter4     (until chapter 4 exists: make chapter1 && ./chapter1)
+#   make test
+# Both first install any missing Debian packages (as root), so a fresh Debian 12 machine needs
+# nothing else. CMake does the real work in build/.
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+# Debian packages the build, the tests, the docs and the data need.
+DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-dev zlib1g-dev \
+  nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev doxygen graphviz dataset-fashion-mnist
+
+CHAPTERS := chapter1 chapter2 chapter3 chapter4 chapter5 chapter6
+
+.PHONY: all deps configure build test docs clean help $(CHAPTERS)
+
+all: build
+
+help:
+	@echo "make chapterN   build chapter N and copy ./chapterN here (then run it: ./chapterN --help)"
+	@echo "make test       install missing packages, build everything, run all tests (ctest)"
+	@echo "make build      library, chapters, tests and benchmarks"
+	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
+	@echo "make deps       install missing Debian packages (as root) or print the command"
+	@echo "make clean      remove build/ and the copied chapter programs"
+
+# Installs only what is missing. As root it runs apt-get; otherwise it prints the one command.
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "Installing missing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "Missing Debian packages. Please run:"; \
+	  echo "  sudo apt-get install -y$$missing"; \
+	  exit 1; \
+	fi
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+docs: configure
+	@cmake --build $(BUILD_DIR) --target docs
+	@echo "The book: $(BUILD_DIR)/docs/html/index.html"
+
+# make chapterN: build that program and copy it to the repository root.
+$(CHAPTERS): chapter%: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $@
+	@cp $(BUILD_DIR)/$@ ./$@
+	@echo "Built ./$@ (run ./$@ --help for its flags)"
+
+clean:
+	rm -rf $(BUILD_DIR) $(CHAPTERS)

@@ -1,0 +1,30 @@
+#include "util/program.h"
+
+#include <iostream>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help is reported by CLI11 as a "parse error" with exit code 0.
+    return app.exit(e);
+  }
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+std::string ResultLine::str() const {
+  std::string line = "RESULT";
+  for (const std::string& field : fields_) line += " " + field;
+  return line;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,42 @@
+/// \file
+/// What every chapter program shares: parsing flags (CLI11), turning errors into one line and a
+/// non-zero exit, and the final machine-readable `RESULT` line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+/// Parses the command line into `app`, then runs `body`. `--help` prints the flags and returns 0;
+/// an unknown or malformed flag, or a lockstep::Error thrown by `body`, prints
+/// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
+int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+/// The last line a chapter prints: `RESULT chapter=N key=value key=value ...`, read by the tests
+/// and benchmarks. Keys keep the order in which they were added.
+class ResultLine {
+ public:
+  /// Starts the line for chapter `chapter`.
+  explicit ResultLine(int chapter) { add("chapter", chapter); }
+  /// Appends `key=value` (numbers are printed with up to 6 significant digits).
+  template <class T>
+  ResultLine& add(const std::string& key, const T& value) {
+    std::ostringstream text;
+    text.precision(6);
+    text << value;
+    fields_.push_back(key + "=" + text.str());
+    return *this;
+  }
+  /// The whole line, starting with "RESULT".
+  std::string str() const;
+
+ private:
+  std::vector<std::string> fields_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,124 @@
+// The autograd engine: accumulation into leaves, shared subexpressions, retain_graph, no_grad,
+// detach, and the post-accumulate-grad hooks DDP relies on.
+#include <gtest/gtest.h>
+
+#include "gradcheck.h"
+#include "lockstep.h"
+
+using namespace lockstep;
+
+TEST(Autograd, ChainRuleOnASmallExpression) {
+  Tensor x = from_vector({2.0}, {1}).requires_grad_();
+  Tensor y = x * x * x + x * 3.0;  // dy/dx = 3x^2 + 3 = 15
+  y.backward(ones({1}));
+  EXPECT_DOUBLE_EQ(x.grad().item(), 15.0);
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_EQ(y.grad_fn()->name(), "AddBackward");
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor w = from_vector({1.0, 2.0}, {2}).requires_grad_();
+  sum(w * 3.0).backward();
+  sum(w * 3.0).backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{6.0, 6.0}));
+  w.set_grad(Tensor());  // zero_grad(set_to_none=True)
+  sum(w).backward();
+  EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{1.0, 1.0}));
+}
+
+TEST(Autograd, SharedSubexpressionSumsBothPaths) {
+  Tensor x = from_vector({3.0}, {1}, TensorOptions().dtype(DType::f64)).requires_grad_();
+  Tensor h = exp(x);
+  Tensor y = h * h + h;  // dy/dx = (2h + 1) * h
+  y.backward(ones_like(y));
+  const double h0 = std::exp(3.0);
+  EXPECT_NEAR(x.grad().item(), (2 * h0 + 1) * h0, 1e-9 * h0 * h0);
+}
+
+TEST(Autograd, SecondBackwardNeedsRetainGraph) {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = sum(x * x);
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4.0f, 4.0f}));
+  try {
+    y.backward();
+    ADD_FAILURE() << "a third backward through a freed graph must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph=true"), std::string::npos);
+  }
+}
+
+TEST(Autograd, NoGradAndDetachRecordNothing) {
+  Tensor w = ones({3}).requires_grad_();
+  {
+    NoGradGuard guard;
+    Tensor y = w * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+  }
+  EXPECT_TRUE((w * 2.0).requires_grad());
+  Tensor d = (w * 2.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  // Inputs that do not require grad get no gradient; only w does.
+  Tensor x = ones({3});
+  sum(w * x).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(w.grad().defined());
+}
+
+TEST(Autograd, NonScalarBackwardNeedsAGradient) {
+  Tensor w = ones({3}).requires_grad_();
+  Tensor y = w * 2.0;
+  EXPECT_THROW(y.backward(), Error);
+  y.backward(from_vector({1.0, 0.0, -1.0}, {3}));
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2.0f, 0.0f, -2.0f}));
+  EXPECT_THROW(sum(ones({2})).backward(), Error);  // nothing requires grad
+}
+
+TEST(Autograd, PostAccumulateHookFiresOnceWithTheCompleteGradient) {
+  Tensor w = from_vector({1.0, 2.0}, {2}).requires_grad_();
+  int calls = 0;
+  std::vector<float> seen;
+  const HookHandle handle = w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    ++calls;
+    seen = leaf.grad().to_vector<float>();
+  });
+  // w is used on three paths; the hook must see the sum of all three, once.
+  Tensor y = sum(w * 2.0) + sum(w * w) + sum(w);
+  y.backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<float>{5.0f, 7.0f}));  // 2 + 2w + 1
+  w.remove_hook(handle);
+  sum(w).backward();
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Autograd, LeavesFinishInReverseOrderOfUse) {
+  // Like a network: layer 1 uses w1, layer 2 uses w2. Backward completes w2 before w1, which is
+  // what lets DDP start communicating the last layer's gradients early.
+  Tensor w1 = ones({2}).requires_grad_(), w2 = ones({2}).requires_grad_();
+  std::vector<std::string> order;
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w1"); });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w2"); });
+  Tensor h = relu(from_vector({1.0, 2.0}, {2}) * w1);
+  sum(tanh(h * w2)).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w2", "w1"}));
+}
+
+TEST(Autograd, ViewsAreDifferentiable) {
+  using test::gradcheck;
+  using test::random_input;
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].t().reshape({6}) * 2.0; }, {random_input({2, 3}, 1)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].slice(1, 1, 4, 2); }, {random_input({3, 5}, 2)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].select(0, 1); }, {random_input({3, 2}, 3)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].permute({2, 0, 1}).contiguous(); },
+                        {random_input({2, 3, 4}, 4)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].expand({4, 3}); }, {random_input({1, 3}, 5)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].unsqueeze(0).squeeze(0).flatten(); },
+                        {random_input({2, 2}, 6)}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].to(DType::f32).to(DType::f64); },
+                        {random_input({3}, 7)}, 1e-3, 1e-4, 1e-3));
+}

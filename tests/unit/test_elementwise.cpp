@@ -1,0 +1,122 @@
+// Elementwise ops and reductions: values, broadcasting, gradients (finite differences in f64),
+// and the errors a student will meet first.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradcheck.h"
+#include "lockstep.h"
+
+using namespace lockstep;
+using test::gradcheck;
+using test::random_input;
+
+TEST(Elementwise, BroadcastingFollowsNumPy) {
+  Tensor a = from_vector({1, 2, 3}, {3, 1});
+  Tensor b = from_vector({10, 20}, {2});
+  Tensor c = a + b;  // (3, 1) + (2,) -> (3, 2)
+  EXPECT_EQ(c.shape(), (Shape{3, 2}));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{11, 21, 12, 22, 13, 23}));
+  EXPECT_EQ((b - 1.0).to_vector<float>(), (std::vector<float>{9, 19}));
+  EXPECT_EQ((1.0 - b).to_vector<float>(), (std::vector<float>{-9, -19}));
+  EXPECT_EQ((b / 4.0).to_vector<float>(), (std::vector<float>{2.5, 5}));
+  EXPECT_EQ((2.0 * a.t() * a.t()).shape(), (Shape{1, 3}));
+}
+
+TEST(Elementwise, ValuesOfActivations) {
+  Tensor x = from_vector({-2.0, 0.0, 0.5}, {3}, TensorOptions().dtype(DType::f64));
+  const auto r = relu(x).to_vector<double>();
+  EXPECT_EQ(r, (std::vector<double>{0.0, 0.0, 0.5}));
+  EXPECT_NEAR(sigmoid(x).to_vector<double>()[0], 1.0 / (1.0 + std::exp(2.0)), 1e-15);
+  EXPECT_NEAR(tanh(x).to_vector<double>()[2], std::tanh(0.5), 1e-15);
+  EXPECT_NEAR(log(exp(x)).to_vector<double>()[2], 0.5, 1e-15);
+}
+
+TEST(Elementwise, ComparisonsGiveBool) {
+  Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({2, 2, 2}, {3});
+  EXPECT_EQ(eq(a, b).dtype(), DType::boolean);
+  EXPECT_EQ(eq(a, b).to_vector<int>(), (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(ne(a, b).to_vector<int>(), (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(lt(a, b).to_vector<int>(), (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(le(a, b).to_vector<int>(), (std::vector<int>{1, 1, 0}));
+  EXPECT_EQ(gt(a, b).to_vector<int>(), (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(ge(a, b).to_vector<int>(), (std::vector<int>{0, 1, 1}));
+  // Integer labels compare too: the accuracy of a classifier.
+  EXPECT_EQ(sum(eq(from_vector_i64({1, 2, 3}, {3}), from_vector_i64({1, 0, 3}, {3})).to(DType::f32)).item(), 2.0);
+}
+
+TEST(Elementwise, GradientsMatchFiniteDifferences) {
+  const auto a = random_input({3, 4}, 1), b = random_input({3, 4}, 2);
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return add(x[0], x[1]); }, {a, b}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return sub(x[0], x[1]); }, {a, b}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return mul(x[0], x[1]); }, {a, b}));
+  // Keep the divisor away from zero.
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return div(x[0], x[1]); }, {a, random_input({3, 4}, 3) + 3.0}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return neg(x[0]); }, {a}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return exp(x[0]); }, {a}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return log(x[0]); }, {random_input({5}, 4) + 2.0}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return relu(x[0]); }, {a}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return sigmoid(x[0]); }, {a}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return tanh(x[0]); }, {a}));
+}
+
+TEST(Elementwise, BroadcastGradientsAreSummed) {
+  // (2, 3, 4) op (3, 1) and op (4,): the small operands' gradients sum over broadcast dims.
+  const auto big = random_input({2, 3, 4}, 5);
+  const auto col = random_input({3, 1}, 6), row = random_input({4}, 7);
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return add(x[0], x[1]); }, {big, col}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return mul(x[0], x[1]); }, {big, row}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return div(x[0], x[1]); }, {big, col + 3.0}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return sub(x[1], x[0]); }, {big, row}));
+}
+
+TEST(Elementwise, Errors) {
+  Tensor a = ones({2, 3});
+  try {
+    add(a, ones({4}));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "add: shapes [2, 3] and [4] cannot be broadcast (dimension 1 has sizes 3 and 4)");
+  }
+  try {
+    mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64)));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul: expected all tensors to have the same dtype, got f32 and f64"),
+              std::string::npos);
+  }
+  EXPECT_THROW(add(a, Tensor()), Error);
+  EXPECT_THROW(exp(from_vector_i64({1}, {1})), Error);
+}
+
+TEST(Reduce, SumAndMeanOverDims) {
+  Tensor x = arange(0, 24, 1, TensorOptions().dtype(DType::f64)).reshape({2, 3, 4});
+  EXPECT_EQ(sum(x).item(), 276.0);
+  EXPECT_EQ(sum(x, {0}).shape(), (Shape{3, 4}));
+  EXPECT_EQ(sum(x, {0}).to_vector<double>()[0], 12.0);
+  EXPECT_EQ(sum(x, {1, 2}).to_vector<double>(), (std::vector<double>{66.0, 210.0}));
+  EXPECT_EQ(sum(x, {-1}, true).shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ(sum(x, {-1}, true).to_vector<double>()[5], 20.0 + 21 + 22 + 23);
+  EXPECT_EQ(mean(x, {0, 2}).to_vector<double>(), (std::vector<double>{7.5, 11.5, 15.5}));
+  EXPECT_EQ(mean(x).item(), 11.5);
+  // On a transposed (non-contiguous) view.
+  EXPECT_EQ(sum(x.transpose(0, 2), {0}).to_vector<double>(), sum(x, {2}).t().contiguous().to_vector<double>());
+  EXPECT_THROW(sum(x, {3}), Error);
+  EXPECT_THROW(sum(x, {1, 1}), Error);
+}
+
+TEST(Reduce, LargeSumsUseEveryThreadAndStayAccurate) {
+  // 2^22 ones: a float accumulator would stop at 2^24 steps, a double one is exact.
+  Tensor x = ones({1 << 22});
+  EXPECT_EQ(sum(x).item(), static_cast<double>(1 << 22));
+  EXPECT_EQ(sum(ones({3, 1 << 16}), {1}).to_vector<double>(), std::vector<double>(3, 65536.0));
+}
+
+TEST(Reduce, GradientsMatchFiniteDifferences) {
+  const auto x = random_input({2, 3, 4}, 8);
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return sum(t[0]); }, {x}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return sum(t[0], {1}); }, {x}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return sum(t[0], {0, 2}, true); }, {x}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return mean(t[0], {-1}); }, {x}));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return mean(t[0]); }, {x}));
+}
