@@ -38,8 +38,8 @@ template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8;
 template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
 /// \endcond
 
-/// A value that carries a C++ type, so a generic lambda can recover it:
-/// `[&](auto tag) { using T = typename decltype(tag)::type; ... }`.
+/// A value that carries a C++ type T, so that a generic lambda `[&](auto tag) {...}` can name T
+/// as `typename decltype(tag)::%type` (see dispatch.h).
 template <class T> struct TypeTag {
   using type = T;  ///< The carried type.
 };

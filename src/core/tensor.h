@@ -75,8 +75,7 @@ class Tensor {
   /// Wraps an existing implementation (used by factories and views).
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  /// \name Metadata
-  ///@{
+  // Metadata
   /// Whether this handle holds a tensor.
   bool defined() const { return impl_ != nullptr; }
   /// The sizes of every dimension.
@@ -109,10 +108,8 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   /// The implementation (for library internals).
   TensorImpl* impl() const { return impl_.get(); }
-  ///@}
 
-  /// \name Views (share storage; differentiable; defined in ops/views.cpp)
-  ///@{
+  // Views (share storage; differentiable; defined in ops/views.cpp)
   /// Same data, new shape; needs compatible strides (use reshape otherwise). One size may be -1.
   Tensor view(const Shape& shape) const;
   /// view() when possible, otherwise a contiguous copy with the new shape.
@@ -137,10 +134,8 @@ class Tensor {
   Tensor operator[](int64_t index) const { return select(0, index); }
   /// Broadcasts size-1 dimensions to `shape` with stride 0 (no copy).
   Tensor expand(const Shape& shape) const;
-  ///@}
 
-  /// \name Copies and conversions
-  ///@{
+  // Copies and conversions
   /// This tensor if already contiguous, otherwise a contiguous copy (differentiable).
   Tensor contiguous() const;
   /// A contiguous copy with its own storage (differentiable).
@@ -156,11 +151,9 @@ class Tensor {
   template <class T> T item() const;
   /// All elements in row-major order, converted to T.
   template <class T> std::vector<T> to_vector() const;
-  ///@}
 
-  /// \name In-place updates (not recorded by autograd; used by optimisers under no_grad)
-  /// Const like every Tensor method: the handle is const, the data it points at is not.
-  ///@{
+  // In-place updates (not recorded by autograd; used by optimisers under no_grad)
+  // Const like every Tensor method: the handle is const, the data it points at is not.
   /// Sets every element to `value`.
   const Tensor& fill_(double value) const;
   /// Sets every element to 0.
@@ -171,10 +164,8 @@ class Tensor {
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
   /// this *= value.
   const Tensor& mul_(double value) const;
-  ///@}
 
-  /// \name Autograd
-  ///@{
+  // Autograd
   /// Whether gradients flow to or through this tensor.
   bool requires_grad() const;
   /// Marks a leaf as requiring grad (only leaves may be changed); returns *this.
@@ -200,7 +191,6 @@ class Tensor {
   HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
   /// Removes a hook registered on this tensor.
   void remove_hook(HookHandle handle) const;
-  ///@}
 
   /// Formats like PyTorch's repr: `tensor([[1., 2.], [3., 4.]], requires_grad=True)`.
   std::string str() const;
@@ -231,8 +221,7 @@ struct TensorImpl {
 /// Prints Tensor::str().
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
 
-/// \name Factories (like torch.zeros, torch.ones, ...)
-///@{
+// Factories (like torch.zeros, torch.ones, ...)
 /// Uninitialised contiguous tensor.
 Tensor empty(const Shape& shape, const TensorOptions& options = {});
 /// All zeros.
@@ -257,6 +246,5 @@ Tensor empty_like(const Tensor& like);
 Tensor zeros_like(const Tensor& like);
 /// Ones with the shape, dtype and device of `like`.
 Tensor ones_like(const Tensor& like);
-///@}
 
 }  // namespace lockstep

@@ -57,6 +57,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   });
 }
 
+//! [mul]
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
   // d(ab)/da = b, d(ab)/db = a: save both inputs (detached, so the graph holds no cycle).
@@ -64,6 +65,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
   });
 }
+//! [mul]
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("div", BinaryOp::Div, a, b);

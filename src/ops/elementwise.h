@@ -44,8 +44,7 @@ Tensor ge(const Tensor& a, const Tensor& b);
 /// A 0-d tensor holding `value` with `like`'s dtype and device: how scalars join tensor ops.
 Tensor scalar_like(double value, const Tensor& like);
 
-/// \name Operators (scalars become 0-d tensors of the tensor's dtype)
-///@{
+// Operators (scalars become 0-d tensors of the tensor's dtype)
 /// add().
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 /// sub().
@@ -72,6 +71,5 @@ inline Tensor operator*(double s, const Tensor& a) { return mul(scalar_like(s, a
 inline Tensor operator/(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
 /// s / a.
 inline Tensor operator/(double s, const Tensor& a) { return div(scalar_like(s, a), a); }
-///@}
 
 }  // namespace lockstep
