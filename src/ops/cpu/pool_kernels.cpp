@@ -1,0 +1,81 @@
+// CPU max pooling over (N, C, H, W). Every (n, c) plane is independent: its outputs read only
+// its own inputs and its gradients land only in its own input gradient, so the kernels
+// parallelise over the N * C planes without atomics.
+#include "ops/cpu/pool_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dispatch.h"
+#include "core/strided_loop.h"
+
+namespace lockstep::cpu {
+
+void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
+                        const Tensor& indices) {
+  const Tensor x = input.contiguous();  // x: (N, C, H, W)
+  const int64_t planes = x.size(0) * x.size(1);
+  const int64_t H = x.size(2), W = x.size(3);
+  const int64_t OH = out.size(2), OW = out.size(3);
+  int64_t* idx = indices.data_ptr<int64_t>();  // idx: (N, C, OH, OW)
+
+  dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data_ptr<T>();
+    T* o = out.data_ptr<T>();  // o: (N, C, OH, OW)
+
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* plane = in + p * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        // The window's rows, clipped to the input: rows in the padding hold -inf and can
+        // never win, so they are simply skipped.
+        const int64_t h0 = std::max<int64_t>(oh * stride - padding, 0);
+        const int64_t h1 = std::min<int64_t>(oh * stride - padding + kernel_size, H);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = std::max<int64_t>(ow * stride - padding, 0);
+          const int64_t w1 = std::min<int64_t>(ow * stride - padding + kernel_size, W);
+          // Scan row-major with a strict '>', so the first of equal maxima wins; a NaN always
+          // wins, so it propagates instead of vanishing. Both exactly as PyTorch's CPU kernel.
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t best_index = h0 * W + w0;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t w = w0; w < w1; ++w) {
+              const T v = plane[h * W + w];
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_index = h * W + w;
+              }
+            }
+          }
+          o[(p * OH + oh) * OW + ow] = best;
+          idx[(p * OH + oh) * OW + ow] = best_index;
+        }
+      }
+    }
+  });
+}
+
+void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
+  const Tensor g = grad_output.contiguous();  // g: (N, C, OH, OW)
+  const int64_t planes = g.size(0) * g.size(1);
+  const int64_t out_plane = g.size(2) * g.size(3);
+  const int64_t in_plane = grad_input.size(2) * grad_input.size(3);
+  const int64_t* idx = indices.data_ptr<int64_t>();
+
+  dispatch_floating(g.dtype(), "max_pool2d backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* go = g.data_ptr<T>();
+    T* gi = grad_input.data_ptr<T>();  // gi: (N, C, H, W)
+
+    // Each output's gradient goes to the input element that was its maximum; where windows
+    // overlap one input may have won several times and collects every share.
+#pragma omp parallel for schedule(static) if (grad_input.numel() >= kParallelGrain)
+    for (int64_t p = 0; p < planes; ++p) {
+      for (int64_t j = 0; j < out_plane; ++j) gi[p * in_plane + idx[p * out_plane + j]] += go[p * out_plane + j];
+    }
+  });
+}
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,62 @@
+#include "ops/max.h"
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/checks.h"
+#include "ops/cpu/max_kernels.h"
+
+namespace lockstep {
+
+namespace {
+
+// Reduces `x` (a's data, detached, at least 1-D) along dimension d into values and indices of
+// `out_shape`, and records the backward on `a`.
+std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d, const Shape& out_shape) {
+  Tensor values = empty(out_shape, TensorOptions().dtype(x.dtype()).device(x.device()));
+  Tensor indices = empty(out_shape, TensorOptions().dtype(DType::i64).device(x.device()));
+  cpu::max_kernel(x, d, values, indices);
+  // Only the selected element influenced the output: the gradient goes back to its position,
+  // every other element gets zero.
+  record(values, "MaxBackward", {a}, [indices, d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
+    Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+    cpu::max_backward_kernel(g, indices, d, grad);
+    return std::vector<Tensor>{grad.view(shape)};
+  });
+  return {values, indices};
+}
+
+std::pair<Tensor, Tensor> max_dim(const char* op, const Tensor& a, int64_t dim, bool keepdim) {
+  check_defined(op, {&a});
+  const int64_t d = normalize_dim(op, dim, a.dim());
+  // A 0-d tensor is a line of one element, and stays 0-d.
+  if (a.dim() == 0) return max_along(a, a.detach().reshape({1}), 0, {});
+  LOCKSTEP_CHECK(a.shape()[d] > 0, op, ": cannot reduce dimension ", dim, " of shape ", shape_str(a.shape()),
+                 " because it is empty");
+  Shape out_shape = a.shape();
+  if (keepdim) {
+    out_shape[d] = 1;
+  } else {
+    out_shape.erase(out_shape.begin() + d);
+  }
+  return max_along(a, a.detach(), d, out_shape);
+}
+
+}  // namespace
+
+Tensor max(const Tensor& a) {
+  check_defined("max", {&a});
+  LOCKSTEP_CHECK(a.numel() > 0, "max: cannot take the max of an empty tensor (shape ", shape_str(a.shape()), ")");
+  // All elements in a row, reduced along that row.
+  return max_along(a, a.detach().reshape({a.numel()}), 0, {}).first;
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { return max_dim("max", a, dim, keepdim); }
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  // Positions have no gradient, so there is nothing to record.
+  NoGradGuard no_grad;
+  return max_dim("argmax", a, dim, keepdim).second;
+}
+
+}  // namespace lockstep
