@@ -267,6 +267,18 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(impl));
 }
 
+void Tensor::set_data(const Tensor& source) const {
+  checked(impl_.get());
+  LOCKSTEP_CHECK(!requires_grad() || is_floating(source.dtype()), "set_data: a tensor that requires grad needs floating "
+                                                                 "data, got ", dtype_name(source.dtype()));
+  impl_->storage = source.storage();
+  impl_->shape = source.shape();
+  impl_->strides = source.strides();
+  impl_->offset = source.offset();
+  impl_->dtype = source.dtype();
+  impl_->autograd.grad = Tensor();
+}
+
 HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
   LOCKSTEP_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only leaf tensors that require "
                                                "grad accumulate gradients");

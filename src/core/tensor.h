@@ -186,6 +186,10 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   /// A new tensor sharing the data but cut from the graph (requires_grad false).
   Tensor detach() const;
+  /// Makes this tensor refer to `source`'s data (storage, shape, strides, dtype) while keeping
+  /// its identity and autograd fields: how Module::to moves a parameter in place, like
+  /// PyTorch's `param.data = param.data.to(device)`. Any existing grad is dropped.
+  void set_data(const Tensor& source) const;
   /// Registers `hook` to run each time this leaf's gradient has been completely accumulated
   /// during a backward pass (torch's register_post_accumulate_grad_hook).
   HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;

@@ -186,3 +186,16 @@ TEST(Device, ParsesAndPrints) {
   // Without a GPU (as on CI machines) the count is 0 rather than an error.
   EXPECT_GE(cuda_device_count(), 0);
 }
+
+TEST(Tensor, SetDataKeepsIdentityAndAutograd) {
+  Tensor w = ones({2}).requires_grad_();
+  Tensor alias = w;  // another handle to the same tensor, as an optimiser holds
+  sum(w * 2.0).backward();
+  ASSERT_TRUE(w.grad().defined());
+  w.set_data(from_vector({5, 6, 7}, {3}, TensorOptions().dtype(DType::f64)));
+  EXPECT_EQ(alias.shape(), (Shape{3}));
+  EXPECT_EQ(alias.dtype(), DType::f64);
+  EXPECT_EQ(alias.to_vector<double>(), (std::vector<double>{5, 6, 7}));
+  EXPECT_TRUE(alias.requires_grad());
+  EXPECT_FALSE(alias.grad().defined());
+}
