@@ -22,6 +22,7 @@
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #ifdef _OPENMP
@@ -44,11 +45,14 @@ namespace {
 // Cache blocks, for a core with 32 KiB L1d, 1 MiB L2 and a shared 32 MiB L3:
 //  - KC: one KC x NR panel of B must stay in L1 while all the A panels stream past it:
 //        256 x 16 floats = 16 KiB, half of L1, leaving room for the A panel (6 KiB).
-//  - MC: the packed MC x KC block of A should fill about half of L2 (the other half is
-//        B panels and C lines passing through): 144 x 256 floats = 144 KiB... and we
-//        found larger (see below) did not help.
-//  - NC: the KC x NC block of B is shared by all cores via L3: 256 x 4080 floats = 4 MiB.
-// The same byte budgets are used for double (half as many elements where it matters).
+//  - MC: the packed MC x KC block of A must stay in L2 while it is swept once per B
+//        panel; 144 x 256 floats = 144 KiB leaves most of L2 for the B panels and C
+//        lines passing through. (96 and 192 measured the same within noise; GotoBLAS's
+//        rule of thumb is to fill no more than about half of L2.)
+//  - NC: the KC x NC block of B is shared by all cores via L3: 256 x 4080 floats = 4 MiB
+//        (4080 = 255 x 16 is a multiple of NR, so only the last block has an edge panel).
+// For double the KC x NR panel of B is 256 x 8 doubles = 16 KiB again, and MC = 72 keeps
+// the A block at the same 144 KiB.
 template <class T>
 struct Blocking;
 
@@ -157,37 +161,49 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
 }
 
 // A vector of 32 bytes of T (8 floats or 4 doubles: one AVX2 register), written with the
-// GCC/Clang vector extension so arithmetic on it compiles to SIMD instructions on any
-// target. aligned(sizeof(T)) lets us load it from any element address.
+// GCC/Clang vector extension: `+` and `*` on it compile to SIMD instructions on any target
+// (on a 128-bit machine such as ARM NEON, to pairs of instructions).
 template <class T>
 struct Simd {
-  typedef T Vec __attribute__((vector_size(32), aligned(sizeof(T))));
+  typedef T Vec __attribute__((vector_size(32)));
   static constexpr int kWidth = 32 / sizeof(T);
 };
 
-// The micro-kernel: ab = (MR x kc panel of A) * (kc x NR panel of B), both packed.
-// Each step p is a rank-1 update: row p of the B panel (NR values, NR / kWidth vectors)
-// times each of the MR values of column p of the A panel. The accumulator is a fixed-size
-// local array with constant bounds, so the compiler keeps it entirely in registers.
+// The micro-kernel: ab = (MR x kc panel of A) * (kc x NR panel of B), both packed; `ab`
+// is a row-major MR x NR tile. Each step p is a rank-1 update: row p of the B panel (NR
+// values, NV vectors) times each of the MR values of column p of the A panel. The
+// accumulator `acc` has constant bounds, so it lives in MR * NV registers, and each B
+// vector is loaded once per step and then used MR times.
+//
+// Two things we measured (GCC 12, Zen 4): the same loops on plain `T acc[MR][NR]`
+// arrays reach only 5-30 GFLOP/s because the compilers do not map them onto registers
+// this way; and when this function is inlined into the macro-kernel, GCC runs short of
+// registers and re-reads B from memory for every FMA, halving the speed. Hence vectors,
+// and noinline (the call costs nothing next to the kc-long loop).
 template <class T>
-__attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b,
-                  T* __restrict ab) {
-  using Vec = typename Simd<T>::Vec;
+__attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
+                                            const T* __restrict b, T* __restrict ab) {
+  using S = Simd<T>;
+  using Vec = typename S::Vec;
   constexpr int MR = Blocking<T>::kMR;
-  constexpr int NV = Blocking<T>::kNR / Simd<T>::kWidth;
+  constexpr int NR = Blocking<T>::kNR;
+  constexpr int NV = NR / S::kWidth;
   Vec acc[MR][NV] = {};
   for (int64_t p = 0; p < kc; ++p) {
     Vec b_row[NV];
-    for (int v = 0; v < NV; ++v) b_row[v] = *reinterpret_cast<const Vec*>(b + v * Simd<T>::kWidth);
-    for (int i = 0; i < MR; ++i) {
+    // memcpy moves bytes between T arrays and vectors with no alignment or aliasing
+    // assumptions; the compiler turns each one into a single vector load (or store).
+    for (int v = 0; v < NV; ++v) std::memcpy(&b_row[v], b + v * S::kWidth, sizeof(Vec));
+    // a[i] * vector broadcasts the scalar to every lane; with FMA hardware the compiler
+    // fuses the multiply and the add into one instruction.
+    for (int i = 0; i < MR; ++i)
       for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * b_row[v];
-    }
     a += MR;
-    b += Blocking<T>::kNR;
+    b += NR;
   }
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v)
-      *reinterpret_cast<Vec*>(ab + i * Blocking<T>::kNR + v * Simd<T>::kWidth) = acc[i][v];
+      std::memcpy(ab + i * NR + v * S::kWidth, &acc[i][v], sizeof(Vec));
 }
 
 // The macro-kernel: C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR
@@ -204,10 +220,11 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t mr = std::min<int64_t>(MR, mc - ir);
       T* c = C + ir * ldc + jr;
+      // Ask for the C tile now; it arrives from L2/L3 while the micro-kernel computes.
       for (int64_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * ldc, 1);
       micro_kernel(kc, packed_a + ir * kc, packed_b + jr * kc, ab);
       // Edge tiles were computed in full on zero padding; only mr x nr of it is real.
-      update_tile(mr, nr, ab, NR, alpha, beta, C + ir * ldc + jr, ldc);
+      update_tile(mr, nr, ab, NR, alpha, beta, c, ldc);
     }
   }
 }
@@ -238,8 +255,9 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
   }
 
   // Split the M rows into blocks of at most MC rows, and into a multiple of the thread
-  // count so every thread gets the same number of equally tall blocks (e.g. M = 2048
-  // becomes 16 blocks of 128 rather than 14 of 144 plus a short one).
+  // count so that on an idle machine every thread gets the same number of equally tall
+  // blocks. E.g. with 2 threads M = 2048 becomes 16 blocks of 128 rows, 8 per thread,
+  // rather than 14 blocks of 144 plus one of 32 (8 blocks for one thread, 7 for the other).
   const int threads = max_threads();
   int64_t row_blocks = round_up(ceil_div(M, MC), threads);
   row_blocks = std::min(row_blocks, ceil_div(M, MR));
@@ -273,9 +291,11 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
                        b_col_stride, packed_b.data() + jr * kc);
         }
 
-        // Each thread takes whole row blocks: pack that slice of A, then multiply. The
-        // implicit barrier at the end keeps B from being repacked while still in use.
-#pragma omp for schedule(static)
+        // Each thread takes whole row blocks: pack that slice of A, then multiply. Blocks
+        // are handed out as threads become free, so a thread slowed down by another
+        // program on its core simply takes fewer. The implicit barrier at the end keeps
+        // B from being repacked while still in use.
+#pragma omp for schedule(dynamic)
         for (int64_t block = 0; block < row_blocks; ++block) {
           const int64_t ic = block * mc_max;
           const int64_t mc = std::min(mc_max, M - ic);
