@@ -15,7 +15,7 @@ DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-d
 
 CHAPTERS := chapter1 chapter2 chapter3 chapter4 chapter5 chapter6
 
-.PHONY: all deps configure build test docs clean help $(CHAPTERS)
+.PHONY: all deps configure build test docs clean help compare-torch $(CHAPTERS)
 
 all: build
 
@@ -25,6 +25,7 @@ help:
 	@echo "make build      library, chapters, tests and benchmarks"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
+	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make clean      remove build/ and the copied chapter programs"
 
 # Installs only what is missing. As root it runs apt-get; otherwise it prints the one command.
@@ -61,6 +62,15 @@ $(CHAPTERS): chapter%: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $@
 	@cp $(BUILD_DIR)/$@ ./$@
 	@echo "Built ./$@ (run ./$@ --help for its flags)"
+
+# Chapter 2 beside PyTorch on the same workload (needs Debian's python3-torch; not part of CI).
+COMPARE_ARGS ?= --model cnn --epochs 2 --batch-size 64 --lr 0.05 --threads 2
+TORCH_PYTHON ?= /usr/bin/python3
+compare-torch: chapter2
+	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "compare-torch needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	./chapter2 $(COMPARE_ARGS) | tee $(BUILD_DIR)/compare-lockstep.txt
+	$(TORCH_PYTHON) tests/reference/chapter2_torch.py $(COMPARE_ARGS) | tee $(BUILD_DIR)/compare-torch.txt
+	@$(TORCH_PYTHON) tests/reference/compare.py $(BUILD_DIR)/compare-lockstep.txt $(BUILD_DIR)/compare-torch.txt
 
 clean:
 	rm -rf $(BUILD_DIR) $(CHAPTERS)

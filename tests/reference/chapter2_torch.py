@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The same workload as chapter2, in PyTorch: the reference for accuracy and speed.
+
+Same data (Fashion-MNIST from IDX files, normalised with mean 0.2860 and std 0.3530), same
+models (the nn.Sequential definitions below give the same state_dict keys as Lockstep's), same
+default initialisation, optimiser, batch size, thread count and per-epoch reshuffling. Prints
+one line per epoch and a final `RESULT chapter=2 ...` line in the same format as ./chapter2.
+
+Run with Debian's PyTorch (python3-torch): /usr/bin/python3 tests/reference/chapter2_torch.py
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+SEARCH = ["data", "/usr/share/datasets/fashion-mnist"]
+
+
+def read_idx(path):
+    """Reads an IDX file (optionally gzip-compressed) into a uint8 numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    rank = magic & 0xFF
+    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def find_file(root, stem):
+    for name in (stem, stem + ".gz"):
+        if os.path.exists(os.path.join(root, name)):
+            return os.path.join(root, name)
+    return None
+
+
+def load(data_dir, train):
+    roots = [data_dir] if data_dir else ([os.environ["LOCKSTEP_DATA"]] if "LOCKSTEP_DATA" in os.environ else []) + SEARCH
+    prefix = "train" if train else "t10k"
+    for root in roots:
+        images = find_file(root, f"{prefix}-images-idx3-ubyte")
+        labels = find_file(root, f"{prefix}-labels-idx1-ubyte")
+        if images and labels:
+            x = torch.from_numpy(read_idx(images).astype(np.float32) / 255.0).unsqueeze(1)
+            y = torch.from_numpy(read_idx(labels).astype(np.int64))
+            return (x - MEAN) / STD, y
+    sys.exit(f"chapter2_torch: Fashion-MNIST not found in {roots}")
+
+
+def make_model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+    sys.exit(f"chapter2_torch: unknown model {name} (mlp or cnn)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="cnn")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--data", default="")
+    p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args()
+
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    train_x, train_y = load(a.data, True)
+    test_x, test_y = load(a.data, False)
+    model = make_model(a.model).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    shuffle = torch.Generator().manual_seed(a.seed)
+
+    steps, train_seconds, loss_value, acc = 0, 0.0, float("nan"), 0.0
+    samples = 0
+    for epoch in range(1, a.epochs + 1):
+        model.train()
+        order = torch.randperm(len(train_x), generator=shuffle)
+        start = time.perf_counter()
+        for i in range(0, len(order), a.batch_size):
+            idx = order[i:i + a.batch_size]
+            x, y = train_x[idx].to(device), train_y[idx].to(device)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            samples += len(idx)
+            steps += 1
+            if a.max_steps and steps >= a.max_steps:
+                break
+        loss_value = loss.item()  # also waits for the GPU to finish the epoch
+        train_seconds += time.perf_counter() - start
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for i in range(0, len(test_x), 1000):
+                pred = model(test_x[i:i + 1000].to(device)).argmax(1)
+                correct += (pred == test_y[i:i + 1000].to(device)).sum().item()
+        acc = correct / len(test_x)
+        print(f"epoch {epoch}: train_loss {loss_value:.4f} test_acc {acc:.4f} epoch_s {time.perf_counter() - start:.2f}")
+        if a.max_steps and steps >= a.max_steps:
+            break
+    print(f"RESULT chapter=2 model={a.model} device={a.device} world=1 epochs={epoch} batch={a.batch_size} "
+          f"samples_per_s={samples / train_seconds:.1f} epoch_s={train_seconds / epoch:.3f} test_acc={acc:.4f} "
+          f"final_loss={loss_value:.4f} framework=pytorch-{torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()
