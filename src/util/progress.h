@@ -10,7 +10,7 @@
 
 namespace lockstep {
 
-/// Draws `label [=====>    ] 120/469 loss 0.4312 3120 samples/s` in place with '\r'.
+/// Draws `label [=====>    ] 120/469 loss 0.4312 3120 samples/s` in place (returning to the line start).
 class ProgressBar {
  public:
   /// A bar for `total` steps; disabled (draws nothing) when `enabled` is false or stdout is not
