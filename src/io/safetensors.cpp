@@ -1,0 +1,339 @@
+#include "io/safetensors.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+// The format stores little-endian bytes, and tensors are written and read with memcpy-style
+// block copies; that is only correct on a little-endian machine (x86-64 and ARM64 are).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+
+namespace lockstep {
+namespace {
+
+// ordered_json keeps keys in insertion order, so the header lists tensors in state-dict order.
+using Json = nlohmann::ordered_json;
+
+// The header key reserved for the string-to-string metadata map.
+const char* const kMetadataKey = "__metadata__";
+
+// The format's dtype names, in the order error messages list them.
+const std::pair<DType, const char*> kDTypeNames[] = {
+    {DType::f64, "F64"}, {DType::f32, "F32"}, {DType::f16, "F16"}, {DType::bf16, "BF16"},
+    {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::u8, "U8"},   {DType::boolean, "BOOL"},
+};
+
+const char* safetensors_dtype_name(DType dtype) {
+  for (const auto& [d, name] : kDTypeNames)
+    if (d == dtype) return name;
+  throw Error(detail::concat("save_safetensors: no safetensors name for dtype ", dtype_name(dtype)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Saving
+
+// A file written under `target + ".tmp"` that replaces `target` only when commit() succeeds.
+// If anything throws before that, the destructor closes and deletes the temporary file, so a
+// failed save leaves the old checkpoint (if any) untouched and no debris beside it.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& target) : target_(target), tmp_(target + ".tmp") {
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    LOCKSTEP_CHECK(file_ != nullptr, "save_safetensors: cannot create '", tmp_, "' (to be renamed to '", target_,
+                   "'): ", std::strerror(errno));
+  }
+  ~AtomicFile() {
+    if (file_ != nullptr) std::fclose(file_);
+    if (!committed_) std::remove(tmp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t nbytes) {
+    if (nbytes == 0) return;
+    LOCKSTEP_CHECK(std::fwrite(data, 1, nbytes, file_) == nbytes, "save_safetensors: cannot write to '", tmp_,
+                   "': ", std::strerror(errno));
+  }
+
+  // Why this order: a crash mid-write must never leave a half-written checkpoint under the
+  // real name. The data first reaches the disk (fflush empties the C library's buffer into the
+  // kernel, fsync pushes the kernel's copy to the device); only then does rename() swap the
+  // name over, and POSIX makes rename atomic: `target` is the old file or the new one.
+  void commit() {
+    LOCKSTEP_CHECK(std::fflush(file_) == 0, "save_safetensors: cannot write to '", tmp_, "': ",
+                   std::strerror(errno));
+    LOCKSTEP_CHECK(::fsync(::fileno(file_)) == 0, "save_safetensors: cannot flush '", tmp_, "' to disk: ",
+                   std::strerror(errno));
+    FILE* file = file_;
+    file_ = nullptr;
+    LOCKSTEP_CHECK(std::fclose(file) == 0, "save_safetensors: cannot close '", tmp_, "': ", std::strerror(errno));
+    LOCKSTEP_CHECK(std::rename(tmp_.c_str(), target_.c_str()) == 0, "save_safetensors: cannot rename '", tmp_,
+                   "' to '", target_, "': ", std::strerror(errno));
+    committed_ = true;
+  }
+
+ private:
+  std::string target_;
+  std::string tmp_;
+  FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+// Throws "load_safetensors: '<path>': <problem>" unless `cond` holds.
+template <class... Args>
+void check_file(bool cond, const std::string& path, const Args&... problem) {
+  LOCKSTEP_CHECK(cond, "load_safetensors: '", path, "': ", problem...);
+}
+
+// One tensor's header entry, checked against itself and the size of the data section.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin;  // byte range [begin, end) within the data section
+  uint64_t end;
+};
+
+// numel * element_size, or nullopt where a corrupt shape would overflow 64 bits.
+std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype) {
+  uint64_t nbytes = element_size(dtype);
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    overflow = overflow || nbytes > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d);
+    if (!overflow) nbytes *= static_cast<uint64_t>(d);
+  }
+  if (overflow) return std::nullopt;
+  return nbytes;
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const Json& info, uint64_t data_size) {
+  check_file(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
+             path, "tensor '", name, "' must be an object with \"dtype\", \"shape\" and \"data_offsets\", got ",
+             info.dump());
+  Entry entry{name, DType::f32, {}, 0, 0};
+
+  // dtype: one of the names Lockstep has a type for.
+  const Json& dtype = info["dtype"];
+  const auto known = std::find_if(std::begin(kDTypeNames), std::end(kDTypeNames), [&dtype](const auto& d) {
+    return dtype.is_string() && dtype.get<std::string>() == d.second;
+  });
+  check_file(known != std::end(kDTypeNames), path, "tensor '", name, "' has dtype ", dtype.dump(),
+             ", which Lockstep cannot load (supported: F64, F32, F16, BF16, I64, I32, U8, BOOL)");
+  entry.dtype = known->first;
+
+  // shape: a list of non-negative integers ([] for a scalar).
+  const Json& shape = info["shape"];
+  bool shape_ok = shape.is_array();
+  for (const Json& d : shape) {
+    shape_ok = shape_ok && d.is_number_unsigned() &&
+               d.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    if (shape_ok) entry.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+  }
+  check_file(shape_ok, path, "tensor '", name, "' has shape ", shape.dump(),
+             "; expected a list of non-negative integers");
+
+  // data_offsets: [begin, end] inside the data section.
+  const Json& offsets = info["data_offsets"];
+  check_file(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                 offsets[1].is_number_unsigned() && offsets[0].get<uint64_t>() <= offsets[1].get<uint64_t>(),
+             path, "tensor '", name, "' has data_offsets ", offsets.dump(),
+             "; expected [begin, end] with begin <= end");
+  entry.begin = offsets[0].get<uint64_t>();
+  entry.end = offsets[1].get<uint64_t>();
+  check_file(entry.end <= data_size, path, "tensor '", name, "' has data_offsets ", offsets.dump(),
+             ", which reach beyond the data section of ", data_size, " bytes (is the file truncated?)");
+
+  // The byte range must hold exactly numel elements of the dtype.
+  const std::optional<uint64_t> nbytes = shape_nbytes(entry.shape, entry.dtype);
+  check_file(nbytes == entry.end - entry.begin, path, "tensor '", name, "' has dtype ", known->second, " and shape ",
+             shape_str(entry.shape), ", which need ", nbytes ? std::to_string(*nbytes) : "more than 2^64",
+             " bytes, but its data_offsets ", offsets.dump(), " span ", entry.end - entry.begin, " bytes");
+  return entry;
+}
+
+// Reads the "__metadata__" entry, which must map strings to strings.
+std::map<std::string, std::string> parse_metadata(const std::string& path, const Json& json) {
+  check_file(json.is_object(), path, "\"", kMetadataKey, "\" must be an object of strings, got ", json.dump());
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, value] : json.items()) {
+    check_file(value.is_string(), path, "\"", kMetadataKey, "\" must map strings to strings, but '", key,
+               "' is ", value.dump());
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
+
+// Parses the header text; a tensor name that appears twice is an error, because a JSON parser
+// would silently keep only the last one.
+Json parse_header(const std::string& path, const std::string& text) {
+  const auto reject_duplicates = [&path, seen = std::set<std::string>()](
+                                     int depth, Json::parse_event_t event, Json& parsed) mutable {
+    // Depth 1 holds the top-level keys: the tensor names and "__metadata__".
+    if (event == Json::parse_event_t::key && depth == 1)
+      check_file(seen.insert(parsed.get<std::string>()).second, path, "the header names tensor '",
+                 parsed.get<std::string>(), "' twice");
+    return true;
+  };
+  try {
+    return Json::parse(text, reject_duplicates);
+  } catch (const Json::parse_error& e) {
+    throw Error(detail::concat("load_safetensors: '", path, "': the header is not valid JSON: ", e.what()));
+  }
+}
+
+// Fails unless every element of a BOOL tensor is 0 or 1 (other bytes are not valid C++ bools).
+void check_bool_bytes(const std::string& path, const std::string& name, const Tensor& tensor) {
+  const auto* bytes = static_cast<const uint8_t*>(tensor.data());
+  for (int64_t i = 0; i < tensor.numel(); ++i)
+    check_file(bytes[i] <= 1, path, "BOOL tensor '", name, "' holds the byte ", int(bytes[i]), " at element ", i,
+               "; BOOL elements must be 0 or 1");
+}
+
+// Closes a FILE* when loading ends, however it ends.
+struct FileCloser {
+  void operator()(FILE* file) const { std::fclose(file); }
+};
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Check every tensor and lay out the data section before touching the disk, so bad input
+  // never creates or replaces a file.
+  Json header = Json::object();
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  std::vector<Tensor> dense;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    LOCKSTEP_CHECK(name != kMetadataKey, "save_safetensors: '", kMetadataKey,
+                   "' is reserved for the metadata map and cannot name a tensor");
+    LOCKSTEP_CHECK(!header.contains(name), "save_safetensors: the state dict holds two tensors named '", name,
+                   "'; names must be unique");
+    LOCKSTEP_CHECK(tensor.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    LOCKSTEP_CHECK(tensor.device().is_cpu(), "save_safetensors: tensor '", name, "' is on ", tensor.device(),
+                   "; move it to the CPU first (tensor.to(Device::cpu()))");
+    // The file stores elements in row-major order: make views (transposes, slices) dense.
+    Tensor t = tensor.detach().contiguous();
+    const uint64_t nbytes = static_cast<uint64_t>(t.numel()) * element_size(t.dtype());
+    Json info = Json::object();
+    info["dtype"] = safetensors_dtype_name(t.dtype());
+    info["shape"] = t.shape();
+    info["data_offsets"] = {offset, offset + nbytes};
+    header[name] = info;
+    offset += nbytes;
+    dense.push_back(t);
+  }
+
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const Json::type_error& e) {
+    throw Error(detail::concat("save_safetensors: a tensor name or metadata string is not valid UTF-8 (", e.what(),
+                               ")"));
+  }
+  // Pad with spaces (valid JSON whitespace) so that the data starts at a multiple of 8 bytes.
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  // The length prefix: the header size as 8 little-endian bytes.
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));
+
+  AtomicFile file(path);
+  file.write(length, sizeof(length));
+  file.write(text.data(), text.size());
+  for (const Tensor& t : dense) file.write(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()));
+  file.commit();
+}
+
+StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  check_file(file != nullptr, path, "cannot open the file: ", std::strerror(errno));
+  const auto read = [&](void* out, uint64_t nbytes, const char* what) {
+    if (nbytes == 0) return;  // empty tensors may have no memory to point at
+    check_file(std::fread(out, 1, nbytes, file.get()) == nbytes, path, "cannot read ", what, ": ",
+               std::ferror(file.get()) ? std::strerror(errno) : "unexpected end of file");
+  };
+
+  // The file's size bounds everything the header may claim.
+  struct stat info;
+  check_file(::fstat(::fileno(file.get()), &info) == 0, path, "cannot find the size of the file: ",
+             std::strerror(errno));
+  check_file(S_ISREG(info.st_mode), path, "is not a regular file (a directory?)");
+  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+  check_file(file_size >= 8, path, "the file is ", file_size,
+             " bytes long, too short for a safetensors file, which starts with an 8-byte header length");
+
+  // Bytes 0..7: the header length, little-endian.
+  unsigned char length[8];
+  read(length, 8, "the header length");
+  uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) header_size |= uint64_t(length[i]) << (8 * i);
+  check_file(header_size <= file_size - 8, path, "the header length is ", header_size, " bytes but only ",
+             file_size - 8, " bytes follow it (truncated, or not a safetensors file)");
+
+  // The JSON header.
+  std::string text(header_size, '\0');
+  read(text.data(), header_size, "the header");
+  const Json header = parse_header(path, text);
+  check_file(header.is_object(), path, "the header must be a JSON object, got ", header.type_name());
+
+  const uint64_t data_size = file_size - 8 - header_size;
+  std::vector<Entry> entries;
+  if (metadata != nullptr) metadata->clear();
+  for (const auto& [name, info] : header.items()) {
+    if (name == kMetadataKey) {
+      const auto parsed = parse_metadata(path, info);
+      if (metadata != nullptr) *metadata = parsed;
+    } else {
+      entries.push_back(parse_entry(path, name, info, data_size));
+    }
+  }
+
+  // In data order, each tensor must start where the previous one ended and the last must end
+  // at the end of the file: no byte is claimed twice and none is left unexplained. (Stable, so
+  // empty tensors sharing an offset keep their header order.)
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  for (const Entry& e : entries) {
+    check_file(e.begin <= expected, path, "tensor '", e.name, "' starts at data offset ", e.begin,
+               " but the tensors before it end at ", expected, ", leaving a gap of ", e.begin - expected, " bytes");
+    check_file(e.begin >= expected, path, "tensor '", e.name, "' starts at data offset ", e.begin,
+               ", inside the previous tensor, which ends at ", expected, " (overlapping data_offsets)");
+    expected = e.end;
+  }
+  check_file(expected == data_size, path, "the tensors cover ", expected, " bytes of data but the file holds ",
+             data_size, " bytes after the header");
+
+  // The data: read straight into each new tensor, in file order (no gaps, so no seeking).
+  StateDict result;
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, TensorOptions().dtype(e.dtype));
+    read(t.data(), e.end - e.begin, ("the data of tensor '" + e.name + "'").c_str());
+    if (e.dtype == DType::boolean) check_bool_bytes(path, e.name, t);
+    result.emplace_back(e.name, t);
+  }
+  return result;
+}
+
+}  // namespace lockstep
