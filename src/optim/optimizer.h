@@ -1,0 +1,73 @@
+/// \file
+/// Optimizer: the base of every optimiser (torch.optim.Optimizer). It holds the parameters, the
+/// learning rate and each parameter's state (momentum buffers, moment estimates), and clears
+/// gradients with zero_grad(). Subclasses implement step(), one fused loop per parameter.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lockstep {
+
+/// Updates parameters from their gradients, like torch.optim.Optimizer:
+///
+///     optimizer.zero_grad();
+///     loss.backward();
+///     optimizer.step();
+///
+/// Parameters must be leaves that require grad, contiguous f32 or f64 tensors on the CPU
+/// (a Module's parameters()). One parameter group: every parameter shares the hyper-parameters.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  /// Updates every parameter that has a gradient; parameters whose grad() is undefined are
+  /// skipped, exactly as PyTorch skips those whose .grad is None.
+  virtual void step() = 0;
+
+  /// Clears every parameter's gradient: `set_to_none` drops it (grad() becomes undefined, the
+  /// default since PyTorch 2.0); otherwise it is filled with zeros in place, so that a following
+  /// step() still updates the parameter (with a zero gradient, which momentum or weight decay
+  /// may turn into a non-zero move).
+  void zero_grad(bool set_to_none = true);
+
+  /// The learning rate the next step() uses.
+  double lr() const { return lr_; }
+  /// Changes the learning rate (for schedules: warm-up, decay); must be >= 0.
+  void set_lr(double lr);
+
+  /// The parameters, in the order they were given.
+  const std::vector<Tensor>& params() const { return params_; }
+
+  /// The state of parameter `param_index` under PyTorch's name ("momentum_buffer", "exp_avg",
+  /// "exp_avg_sq", "step"). State is created by the first step() that updates the parameter;
+  /// asking before that, or for a name the optimiser does not keep, is an error.
+  const Tensor& state(size_t param_index, const std::string& name) const;
+  /// Whether parameter `param_index` has state `name` yet.
+  bool has_state(size_t param_index, const std::string& name) const;
+
+ protected:
+  /// Checks and stores the parameters; `name` ("SGD", "Adam", ...) starts every error message.
+  Optimizer(std::string name, std::vector<Tensor> params, double lr);
+
+  /// The optimiser's name, as error messages use it.
+  const std::string& name() const { return name_; }
+  /// The gradient parameter `param_index` is updated with, contiguous; undefined when the
+  /// parameter has none (skip it). Checks that the parameter can still be updated in place
+  /// (it may have been moved since construction) and that the gradient matches it.
+  Tensor grad_for_step(size_t param_index) const;
+  /// Mutable state of parameter `param_index`, by name (created empty on first use).
+  Tensor& state_entry(size_t param_index, const std::string& name) { return state_[param_index][name]; }
+
+ private:
+  std::string name_;
+  std::vector<Tensor> params_;
+  double lr_;
+  std::vector<std::map<std::string, Tensor>> state_;  // one map per parameter, like optimizer.state[p]
+};
+
+}  // namespace lockstep
