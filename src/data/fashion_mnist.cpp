@@ -1,0 +1,89 @@
+#include "data/fashion_mnist.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "data/idx.h"
+
+namespace lockstep {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The four files of the original distribution, without their optional ".gz".
+const char* const kFileNames[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                  "t10k-labels-idx1-ubyte"};
+
+// The path of `name` in `root`, compressed or not; empty if neither exists.
+std::string find_file(const std::string& root, const std::string& name) {
+  for (const std::string& candidate : {name, name + ".gz"}) {
+    const fs::path path = fs::path(root) / candidate;
+    std::error_code error;
+    if (fs::is_regular_file(path, error)) return path.string();
+  }
+  return "";
+}
+
+// The path of `name` in `root`, or an error saying both names were tried.
+std::string require_file(const std::string& root, const std::string& name) {
+  const std::string path = find_file(root, name);
+  LOCKSTEP_CHECK(!path.empty(), "fashion_mnist: neither '", (fs::path(root) / name).string(), "' nor '",
+                 (fs::path(root) / (name + ".gz")).string(), "' exists");
+  return path;
+}
+
+}  // namespace
+
+const std::vector<std::string>& fashion_mnist_classes() {
+  static const std::vector<std::string> classes = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  return classes;
+}
+
+TensorDataset fashion_mnist(const std::string& root, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
+  const std::string images_path = require_file(root, prefix + "-images-idx3-ubyte");
+  const std::string labels_path = require_file(root, prefix + "-labels-idx1-ubyte");
+  const Tensor images = read_idx_images(images_path);  // images: (N, 28, 28) u8
+  const Tensor labels = read_idx_labels(labels_path);  // labels: (N) u8
+
+  // The two files must describe the same samples.
+  const int64_t n = images.size(0);
+  LOCKSTEP_CHECK(labels.size(0) == n, "fashion_mnist: '", images_path, "' holds ", n, " images but '", labels_path,
+                 "' holds ", labels.size(0), " labels");
+  const Tensor targets = labels.to(DType::i64);  // targets: (N) i64
+  const int64_t* label = targets.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    LOCKSTEP_CHECK(label[i] < 10, "fashion_mnist: '", labels_path, "': label ", label[i], " of sample ", i,
+                   " is not a class (expected 0..9)");
+  }
+
+  // One channel: (N, 28, 28) -> (N, 1, 28, 28), then ToTensor + Normalize.
+  const Tensor pixels = images.unsqueeze(1);
+  return TensorDataset(pixels_to_float(pixels, {kFashionMnistMean}, {kFashionMnistStd}), targets,
+                       fashion_mnist_classes());
+}
+
+std::string find_data_dir(const std::string& flag_value, const std::vector<std::string>& fallbacks) {
+  // Candidates in order of precedence, each with where it came from (for the error message).
+  std::vector<std::pair<std::string, std::string>> candidates;
+  if (!flag_value.empty()) candidates.push_back({flag_value, "--data"});
+  const char* environment = std::getenv("LOCKSTEP_DATA");
+  if (environment != nullptr && *environment != '\0') candidates.push_back({environment, "$LOCKSTEP_DATA"});
+  for (const std::string& directory : fallbacks) candidates.push_back({directory, "default"});
+
+  std::string looked;
+  for (const auto& [directory, origin] : candidates) {
+    bool complete = true;
+    for (const char* name : kFileNames) complete = complete && !find_file(directory, name).empty();
+    if (complete) return directory;
+    looked += (looked.empty() ? "'" : ", '") + directory + "' (" + origin + ")";
+  }
+  throw Error(detail::concat("find_data_dir: no directory holds the four Fashion-MNIST files ",
+                             "({train,t10k}-{images-idx3,labels-idx1}-ubyte, optionally .gz); looked in ", looked,
+                             ". Install them with `apt-get install dataset-fashion-mnist` or pass --data DIR"));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,37 @@
+/// \file
+/// Fashion-MNIST (torchvision.datasets.FashionMNIST): 28x28 grayscale images of clothing in 10
+/// classes, 60,000 for training and 10,000 for testing, read from the four IDX files of the
+/// original distribution, and the lookup that finds those files on this machine.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace lockstep {
+
+/// Mean of the Fashion-MNIST training pixels (in [0, 1]), as in Normalize((0.2860,), (0.3530,)).
+constexpr float kFashionMnistMean = 0.2860f;
+/// Standard deviation of the Fashion-MNIST training pixels (in [0, 1]).
+constexpr float kFashionMnistStd = 0.3530f;
+
+/// The ten class names, indexed by label ("T-shirt/top", "Trouser", ... "Ankle boot").
+const std::vector<std::string>& fashion_mnist_classes();
+
+/// Loads the training set (`train`: train-images-idx3-ubyte, train-labels-idx1-ubyte) or the
+/// test set (t10k-...) from directory `root`; each file may also be gzip-compressed with a .gz
+/// suffix. Inputs are f32 (N, 1, 28, 28), the pixels scaled to [0, 1] and then normalised with
+/// kFashionMnistMean and kFashionMnistStd (torchvision's ToTensor() + Normalize); targets are
+/// i64 (N) in 0..9. Throws if a file is missing or corrupt, the image and label counts differ,
+/// or a label is not a class.
+TensorDataset fashion_mnist(const std::string& root, bool train);
+
+/// Finds the directory holding the four Fashion-MNIST files (either naming), trying in order:
+/// `flag_value` (the --data flag) if non-empty, $LOCKSTEP_DATA if set, then each of `fallbacks`:
+/// "data" (relative to the working directory) and Debian's dataset-fashion-mnist. Throws an
+/// error that lists where it looked and how to get the data if none of them holds the files.
+std::string find_data_dir(const std::string& flag_value,
+                          const std::vector<std::string>& fallbacks = {"data", "/usr/share/datasets/fashion-mnist"});
+
+}  // namespace lockstep
