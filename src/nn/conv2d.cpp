@@ -1,0 +1,50 @@
+#include "nn/conv2d.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "nn/init.h"
+#include "ops/conv.h"
+
+namespace lockstep {
+
+namespace {
+// A square size as PyTorch prints the tuple: "(3, 3)".
+std::string pair_str(int64_t value) { return "(" + std::to_string(value) + ", " + std::to_string(value) + ")"; }
+}  // namespace
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
+               bool bias)
+    : in_channels(in_channels), out_channels(out_channels), kernel_size(kernel_size), stride(stride), padding(padding) {
+  LOCKSTEP_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride > 0 && padding >= 0,
+                 "Conv2d: expected positive channels, kernel_size and stride and padding >= 0, got in_channels=",
+                 in_channels, ", out_channels=", out_channels, ", kernel_size=", kernel_size, ", stride=", stride,
+                 ", padding=", padding);
+  weight = register_parameter("weight", empty({out_channels, in_channels, kernel_size, kernel_size}));
+  if (bias) this->bias = register_parameter("bias", empty({out_channels}));
+  reset_parameters();
+}
+
+void Conv2d::reset_parameters(Generator* generator) {
+  kaiming_uniform_(weight, std::sqrt(5.0), generator);
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
+    uniform_(bias, -bound, bound, generator);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  LOCKSTEP_CHECK(input.dim() == 4 && input.size(1) == in_channels, "Conv2d: expected input of shape (N, ",
+                 in_channels, ", H, W), got ", shape_str(input.shape()));
+  return conv2d(input, weight, bias, stride, padding);
+}
+
+std::string Conv2d::extra_repr() const {
+  std::string text = std::to_string(in_channels) + ", " + std::to_string(out_channels) +
+                     ", kernel_size=" + pair_str(kernel_size) + ", stride=" + pair_str(stride);
+  if (padding != 0) text += ", padding=" + pair_str(padding);
+  if (!bias.defined()) text += ", bias=False";
+  return text;
+}
+
+}  // namespace lockstep

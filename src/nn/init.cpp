@@ -1,0 +1,45 @@
+#include "nn/init.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace lockstep {
+
+int64_t fan_in(const Tensor& tensor) {
+  LOCKSTEP_CHECK(tensor.dim() >= 2, "fan_in: expected a weight with at least 2 dimensions (out, in, ...), got shape ",
+                 shape_str(tensor.shape()));
+  // weight: (out, in, k...) -> in * k...
+  int64_t fan = tensor.size(1);
+  for (int64_t d = 2; d < tensor.dim(); ++d) fan *= tensor.size(d);
+  return fan;
+}
+
+const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* generator) {
+  LOCKSTEP_CHECK(lo <= hi, "uniform_: expected lo <= hi, got lo = ", lo, " and hi = ", hi);
+  NoGradGuard no_grad;
+  // Draw in f64 on the CPU, then convert once, so the values do not depend on the target dtype.
+  const Tensor values = rand(tensor.shape(), TensorOptions().dtype(DType::f64), generator) * (hi - lo) + lo;
+  tensor.copy_(values.to(tensor.dtype()).to(tensor.device()));
+  return tensor;
+}
+
+const Tensor& kaiming_uniform_(const Tensor& tensor, double a, Generator* generator) {
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in(tensor)));
+  return uniform_(tensor, -bound, bound, generator);
+}
+
+const Tensor& zeros_(const Tensor& tensor) {
+  NoGradGuard no_grad;
+  return tensor.zero_();
+}
+
+const Tensor& ones_(const Tensor& tensor) {
+  NoGradGuard no_grad;
+  return tensor.fill_(1.0);
+}
+
+}  // namespace lockstep

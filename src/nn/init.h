@@ -1,0 +1,42 @@
+/// \file
+/// Weight initialisation (torch.nn.init): fill a tensor in place with values drawn so that
+/// signals neither explode nor vanish as they pass through many layers.
+///
+/// Every layer's default, as in PyTorch's reset_parameters(): the weight gets
+/// kaiming_uniform_(weight, sqrt(5)) and the bias uniform_(bias, -1/sqrt(fan_in), 1/sqrt(fan_in)).
+/// With a = sqrt(5) the Kaiming bound works out to 1/sqrt(fan_in) as well, so every weight and
+/// bias of a fresh Linear or Conv2d lies in [-1/sqrt(fan_in), 1/sqrt(fan_in)).
+///
+/// The functions work under NoGradGuard themselves (a parameter may be re-initialised at any
+/// time) and draw from `generator`, or from default_generator() (seeded by manual_seed) when
+/// it is null, so the same seed gives the same model.
+#pragma once
+
+#include <cstdint>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace lockstep {
+
+/// The number of inputs that feed one output unit: size(1) times the product of the sizes
+/// after it (in_features for a Linear weight (out, in); C_in * kH * kW for a Conv2d weight
+/// (C_out, C_in, kH, kW)). `tensor` needs at least 2 dimensions.
+int64_t fan_in(const Tensor& tensor);
+
+/// Fills `tensor` with values uniform in [lo, hi); returns it.
+const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* generator = nullptr);
+
+/// Kaiming (He) uniform initialisation for a layer followed by a leaky ReLU of negative slope
+/// `a` (a = 0: plain ReLU): uniform in [-bound, bound) with
+///     gain = sqrt(2 / (1 + a^2)),   bound = gain * sqrt(3 / fan_in),
+/// which gives the weights variance gain^2 / fan_in. Returns `tensor`.
+const Tensor& kaiming_uniform_(const Tensor& tensor, double a = 0.0, Generator* generator = nullptr);
+
+/// Fills `tensor` with zeros; returns it.
+const Tensor& zeros_(const Tensor& tensor);
+
+/// Fills `tensor` with ones; returns it.
+const Tensor& ones_(const Tensor& tensor);
+
+}  // namespace lockstep

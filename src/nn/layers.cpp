@@ -1,0 +1,39 @@
+#include "nn/layers.h"
+
+#include "core/error.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/pool.h"
+
+namespace lockstep {
+
+Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+
+MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding)
+    : kernel_size(kernel_size), stride(stride == 0 ? kernel_size : stride), padding(padding) {
+  LOCKSTEP_CHECK(kernel_size > 0 && stride >= 0 && padding >= 0, "MaxPool2d: expected kernel_size > 0, stride >= 0 ",
+                 "and padding >= 0, got kernel_size=", kernel_size, ", stride=", stride, ", padding=", padding);
+}
+
+Tensor MaxPool2d::forward(const Tensor& input) { return max_pool2d(input, kernel_size, stride, padding); }
+
+std::string MaxPool2d::extra_repr() const {
+  return "kernel_size=" + std::to_string(kernel_size) + ", stride=" + std::to_string(stride) +
+         ", padding=" + std::to_string(padding) + ", dilation=1, ceil_mode=False";
+}
+
+Tensor Flatten::forward(const Tensor& input) { return input.flatten(start_dim, end_dim); }
+
+std::string Flatten::extra_repr() const {
+  return "start_dim=" + std::to_string(start_dim) + ", end_dim=" + std::to_string(end_dim);
+}
+
+Dropout::Dropout(double p) : p(p) {
+  LOCKSTEP_CHECK(p >= 0.0 && p <= 1.0, "Dropout: the probability p has to be between 0 and 1, got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
+
+std::string Dropout::extra_repr() const { return "p=" + format_float(p) + ", inplace=False"; }
+
+}  // namespace lockstep

@@ -1,0 +1,116 @@
+/// \file
+/// The three models the chapters train, chosen with `--model mlp|cnn|resnet`: a multilayer
+/// perceptron and a small CNN for Fashion-MNIST (1 x 28 x 28), and a small ResNet for
+/// CIFAR-10 (3 x 32 x 32). All have 10 classes.
+///
+/// Each is built so that the same definition in PyTorch gives the same state_dict keys and the
+/// same parameter shapes, so a checkpoint can be compared key by key. The PyTorch definitions:
+///
+///     import torch.nn as nn, torch.nn.functional as F
+///
+///     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
+///                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+///     # 235,146 parameters; keys 1.weight, 1.bias, 3.weight, 3.bias, 5.weight, 5.bias
+///
+///     cnn = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),   # 28 -> 26 -> 13
+///                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),  # 13 -> 11 -> 5
+///                         nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(),     # 64 * 5 * 5 = 1600
+///                         nn.Linear(128, 10))
+///     # 225,034 parameters; keys 0.*, 3.*, 7.*, 9.*
+///
+///     class BasicBlock(nn.Module):
+///         def __init__(self, in_planes, planes, stride=1):
+///             super().__init__()
+///             self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+///             self.bn1 = nn.BatchNorm2d(planes)
+///             self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
+///             self.bn2 = nn.BatchNorm2d(planes)
+///             self.downsample = None
+///             if stride != 1 or in_planes != planes:
+///                 self.downsample = nn.Sequential(
+///                     nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
+///         def forward(self, x):
+///             out = F.relu(self.bn1(self.conv1(x)))
+///             out = self.bn2(self.conv2(out))
+///             identity = x if self.downsample is None else self.downsample(x)
+///             return F.relu(out + identity)
+///
+///     class ResNet(nn.Module):
+///         def __init__(self, in_channels=3, num_classes=10):
+///             super().__init__()
+///             self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+///             self.bn1 = nn.BatchNorm2d(16)
+///             self.layer1 = nn.Sequential(BasicBlock(16, 16))
+///             self.layer2 = nn.Sequential(BasicBlock(16, 32, stride=2))
+///             self.layer3 = nn.Sequential(BasicBlock(32, 64, stride=2))
+///             self.fc = nn.Linear(64, num_classes)
+///         def forward(self, x):
+///             x = F.relu(self.bn1(self.conv1(x)))
+///             x = self.layer3(self.layer2(self.layer1(x)))
+///             return self.fc(x.mean((2, 3)))  # global average pooling
+///     # 78,042 parameters; keys conv1.weight, bn1.*, layer1.0.conv1.weight, ...,
+///     # layer2.0.downsample.0.weight, layer2.0.downsample.1.running_mean, ..., fc.bias
+///
+/// The ResNet is ResNet-8 in the CIFAR style of He et al. (2016): one basic block per stage,
+/// convolutions before a BatchNorm without bias, as torchvision's. Unlike torchvision, the
+/// layers keep PyTorch's default initialisation (no kaiming_normal_ pass).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/batch_norm.h"
+#include "nn/conv2d.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/sequential.h"
+
+namespace lockstep {
+
+/// The residual block of ResNet-18/34 (torchvision's BasicBlock): two 3x3 convolutions with
+/// BatchNorm, whose output is added to the block's input before the last ReLU. When the block
+/// changes the number of channels or the resolution, the input goes through `downsample` (a
+/// 1x1 convolution with stride plus BatchNorm) so the two can be added.
+class BasicBlock : public Module {
+ public:
+  /// x: (N, in_planes, H, W) -> (N, planes, H / stride, W / stride).
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride = 1);
+
+  /// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
+  Tensor forward(const Tensor& input) override;
+
+  std::shared_ptr<Conv2d> conv1;          ///< 3x3, stride `stride`, no bias.
+  std::shared_ptr<BatchNorm2d> bn1;       ///< After conv1.
+  std::shared_ptr<Conv2d> conv2;          ///< 3x3, stride 1, no bias.
+  std::shared_ptr<BatchNorm2d> bn2;       ///< After conv2.
+  std::shared_ptr<Sequential> downsample;  ///< 1x1 conv + BN on the shortcut, or null (identity).
+};
+
+/// A small CIFAR-style ResNet (ResNet-8): a 3x3 stem with 16 channels, three stages of one
+/// BasicBlock with 16, 32 (stride 2) and 64 (stride 2) channels, global average pooling and a
+/// Linear classifier. Input (N, in_channels, H, W), output (N, num_classes) logits. Built for
+/// 3 x 32 x 32 images (make_model("resnet")); global pooling makes it work at any size, so
+/// ResNet(1) takes 1 x 28 x 28 Fashion-MNIST images as well.
+class ResNet : public Module {
+ public:
+  /// A ResNet-8 for `in_channels`-channel images and `num_classes` classes.
+  explicit ResNet(int64_t in_channels = 3, int64_t num_classes = 10);
+
+  /// x: (N, in_channels, H, W) -> (N, num_classes).
+  Tensor forward(const Tensor& input) override;
+
+  std::shared_ptr<Conv2d> conv1;       ///< Stem: 3x3, in_channels -> 16, no bias.
+  std::shared_ptr<BatchNorm2d> bn1;    ///< After the stem.
+  std::shared_ptr<Sequential> layer1;  ///< One BasicBlock, 16 channels, H x W.
+  std::shared_ptr<Sequential> layer2;  ///< One BasicBlock, 32 channels, H/2 x W/2.
+  std::shared_ptr<Sequential> layer3;  ///< One BasicBlock, 64 channels, H/4 x W/4.
+  std::shared_ptr<Linear> fc;          ///< 64 -> num_classes.
+};
+
+/// The model named `name`, freshly initialised from the default generator (call manual_seed
+/// first for a reproducible model): "mlp" and "cnn" for (N, 1, 28, 28) input, "resnet" for
+/// (N, 3, 32, 32); all return (N, 10) logits. Any other name is an error listing these.
+std::shared_ptr<Module> make_model(const std::string& name);
+
+}  // namespace lockstep

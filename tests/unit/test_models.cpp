@@ -1,0 +1,269 @@
+// The chapter models: parameter counts, state_dict keys and printed structure identical to the
+// PyTorch definitions in nn/models.h, outputs identical to PyTorch's for the same weights,
+// forward shapes, and a short training run that must drive the loss down.
+//
+// Every expected key list, string and number below was produced by PyTorch 1.13 (Debian's
+// python3-torch) from the definitions quoted in nn/models.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep.h"
+#include "nn/loss.h"
+#include "nn/models.h"
+#include "nn/module.h"
+
+using namespace lockstep;
+
+namespace {
+
+std::vector<std::string> keys_of(const StateDict& state) {
+  std::vector<std::string> keys;
+  for (const auto& entry : state) keys.push_back(entry.first);
+  return keys;
+}
+
+// Fills every floating-point entry k of the state dict with 0.5 sin(0.37 i + 1.3 k) (running
+// variances with 1 + that squared, to stay positive), exactly as the Python that produced the
+// expected outputs did:
+//     k = 0
+//     for key, t in model.state_dict().items():
+//         if not t.is_floating_point(): continue
+//         v = torch.tensor([0.5*math.sin(0.37*i + 1.3*k) for i in range(t.numel())], dtype=torch.float64)
+//         if key.endswith("running_var"): v = 1 + v*v
+//         t.copy_(v.reshape(t.shape)); k += 1
+void fill_deterministic(Module& model) {
+  NoGradGuard no_grad;
+  int k = 0;
+  for (const auto& [key, t] : model.state_dict()) {
+    if (!is_floating(t.dtype())) continue;
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * std::sin(0.37 * static_cast<double>(i) + 1.3 * k);
+    if (key.size() >= 11 && key.compare(key.size() - 11, 11, "running_var") == 0) {
+      for (double& x : v) x = 1 + x * x;
+    }
+    t.copy_(from_vector(v, t.shape(), TensorOptions().dtype(DType::f64)));
+    ++k;
+  }
+}
+
+// The input of the same Python: x[i] = sin(0.11 i) in row-major order.
+Tensor deterministic_input(const Shape& shape) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.11 * static_cast<double>(i));
+  return from_vector(v, shape, TensorOptions().dtype(DType::f64));
+}
+
+void expect_close(const Tensor& actual, const std::vector<double>& expected) {
+  const std::vector<double> got = actual.to_vector<double>();
+  ASSERT_EQ(got.size(), expected.size());
+  // PyTorch's values were printed with 12 significant digits.
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-9 * (1 + std::fabs(expected[i]))) << i;
+}
+
+}  // namespace
+
+TEST(Models, ParameterCountsMatchPyTorch) {
+  EXPECT_EQ(make_model("mlp")->num_parameters(), 235146);
+  EXPECT_EQ(make_model("cnn")->num_parameters(), 225034);
+  EXPECT_EQ(make_model("resnet")->num_parameters(), 78042);
+}
+
+TEST(Models, StateDictKeysMatchPyTorch) {
+  EXPECT_EQ(keys_of(make_model("mlp")->state_dict()),
+            (std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias"}));
+  EXPECT_EQ(keys_of(make_model("cnn")->state_dict()),
+            (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias", "9.weight",
+                                      "9.bias"}));
+  const std::vector<std::string> resnet_keys = {
+      "conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked",
+      "layer1.0.conv1.weight", "layer1.0.bn1.weight", "layer1.0.bn1.bias", "layer1.0.bn1.running_mean",
+      "layer1.0.bn1.running_var", "layer1.0.bn1.num_batches_tracked", "layer1.0.conv2.weight", "layer1.0.bn2.weight",
+      "layer1.0.bn2.bias", "layer1.0.bn2.running_mean", "layer1.0.bn2.running_var", "layer1.0.bn2.num_batches_tracked",
+      "layer2.0.conv1.weight", "layer2.0.bn1.weight", "layer2.0.bn1.bias", "layer2.0.bn1.running_mean",
+      "layer2.0.bn1.running_var", "layer2.0.bn1.num_batches_tracked", "layer2.0.conv2.weight", "layer2.0.bn2.weight",
+      "layer2.0.bn2.bias", "layer2.0.bn2.running_mean", "layer2.0.bn2.running_var", "layer2.0.bn2.num_batches_tracked",
+      "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight", "layer2.0.downsample.1.bias",
+      "layer2.0.downsample.1.running_mean", "layer2.0.downsample.1.running_var",
+      "layer2.0.downsample.1.num_batches_tracked", "layer3.0.conv1.weight", "layer3.0.bn1.weight", "layer3.0.bn1.bias",
+      "layer3.0.bn1.running_mean", "layer3.0.bn1.running_var", "layer3.0.bn1.num_batches_tracked",
+      "layer3.0.conv2.weight", "layer3.0.bn2.weight", "layer3.0.bn2.bias", "layer3.0.bn2.running_mean",
+      "layer3.0.bn2.running_var", "layer3.0.bn2.num_batches_tracked", "layer3.0.downsample.0.weight",
+      "layer3.0.downsample.1.weight", "layer3.0.downsample.1.bias", "layer3.0.downsample.1.running_mean",
+      "layer3.0.downsample.1.running_var", "layer3.0.downsample.1.num_batches_tracked", "fc.weight", "fc.bias"};
+  const StateDict resnet = make_model("resnet")->state_dict();
+  EXPECT_EQ(keys_of(resnet), resnet_keys);
+  // A few shapes: the 1x1 shortcut convolution and the classifier.
+  EXPECT_EQ(resnet[30].second.shape(), (Shape{32, 16, 1, 1}));
+  EXPECT_EQ(resnet.back().second.shape(), (Shape{10}));
+  EXPECT_EQ(make_model("resnet")->buffers().size(), 27u);  // 9 BatchNorm2d x 3 buffers
+}
+
+TEST(Models, PrintLikePyTorch) {
+  EXPECT_EQ(make_model("cnn")->str(),
+            "Sequential(\n"
+            "  (0): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))\n"
+            "  (1): ReLU()\n"
+            "  (2): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
+            "  (3): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))\n"
+            "  (4): ReLU()\n"
+            "  (5): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
+            "  (6): Flatten(start_dim=1, end_dim=-1)\n"
+            "  (7): Linear(in_features=1600, out_features=128, bias=True)\n"
+            "  (8): ReLU()\n"
+            "  (9): Linear(in_features=128, out_features=10, bias=True)\n"
+            ")");
+  const std::string bn16 = "BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)";
+  const std::string bn32 = "BatchNorm2d(32, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)";
+  const std::string bn64 = "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)";
+  EXPECT_EQ(make_model("resnet")->str(),
+            "ResNet(\n"
+            "  (conv1): Conv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "  (bn1): " + bn16 + "\n"
+            "  (layer1): Sequential(\n"
+            "    (0): BasicBlock(\n"
+            "      (conv1): Conv2d(16, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "      (bn1): " + bn16 + "\n"
+            "      (conv2): Conv2d(16, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "      (bn2): " + bn16 + "\n"
+            "    )\n"
+            "  )\n"
+            "  (layer2): Sequential(\n"
+            "    (0): BasicBlock(\n"
+            "      (conv1): Conv2d(16, 32, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)\n"
+            "      (bn1): " + bn32 + "\n"
+            "      (conv2): Conv2d(32, 32, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "      (bn2): " + bn32 + "\n"
+            "      (downsample): Sequential(\n"
+            "        (0): Conv2d(16, 32, kernel_size=(1, 1), stride=(2, 2), bias=False)\n"
+            "        (1): " + bn32 + "\n"
+            "      )\n"
+            "    )\n"
+            "  )\n"
+            "  (layer3): Sequential(\n"
+            "    (0): BasicBlock(\n"
+            "      (conv1): Conv2d(32, 64, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)\n"
+            "      (bn1): " + bn64 + "\n"
+            "      (conv2): Conv2d(64, 64, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "      (bn2): " + bn64 + "\n"
+            "      (downsample): Sequential(\n"
+            "        (0): Conv2d(32, 64, kernel_size=(1, 1), stride=(2, 2), bias=False)\n"
+            "        (1): " + bn64 + "\n"
+            "      )\n"
+            "    )\n"
+            "  )\n"
+            "  (fc): Linear(in_features=64, out_features=10, bias=True)\n"
+            ")");
+}
+
+TEST(Models, OutputsMatchPyTorchForTheSameWeights) {
+  // CNN on (2, 1, 28, 28): no BatchNorm or Dropout, so train and eval agree.
+  auto cnn = make_model("cnn");
+  cnn->to(DType::f64);
+  fill_deterministic(*cnn);
+  expect_close((*cnn)(deterministic_input({2, 1, 28, 28})),
+               {2.31329531899,   -0.151887244033, -2.10404873628, 3.47493656813, -5.99950788959, 6.44869608534,
+                -8.44265424396,  8.16290555567,   -8.89372307128, 8.20729721718, 2.27791908367,  -0.0751029241451,
+                -2.21798041578,  3.61969359318,   -6.16705776255, 6.62974154441, -8.62714916376, 8.3406124019,
+                -9.05478097659,  8.34276915591});
+
+  auto mlp = make_model("mlp");
+  mlp->to(DType::f64);
+  fill_deterministic(*mlp);
+  expect_close((*mlp)(deterministic_input({2, 1, 28, 28})),
+               {5.00579585152, -4.45547217661, 4.71250559236, -3.15131361709, 3.26343291639, -1.30498628909,
+                0.949177459634, 0.693212607332, -1.67136800359, 2.48971058089, 5.05763671063, -4.60626766061,
+                4.95388813241, -3.46988901224, 3.64152357131, -1.72161213532, 1.38122012951, 0.2697269536,
+                -1.27993838109, 2.15205723096});
+
+  // ResNet on (2, 3, 32, 32): a training forward (batch statistics, running stats updated),
+  // then an evaluation forward with the updated running statistics.
+  auto resnet = std::dynamic_pointer_cast<ResNet>(make_model("resnet"));
+  ASSERT_NE(resnet, nullptr);
+  resnet->to(DType::f64);
+  fill_deterministic(*resnet);
+  const Tensor x = deterministic_input({2, 3, 32, 32});
+  expect_close((*resnet)(x),
+               {-6.01739933791, -7.16898966951, 3.95270449289, 7.48828453198, -2.95361517878, -8.99844455914,
+                0.0802143154865, 8.42633486747, 1.55639864854, -8.11818358505, -5.46089188449, -6.82222563239,
+                3.47788151581, 7.02967018142, -2.58682437649, -8.45342818471, -0.158191266936, 7.82515916544,
+                1.65319000008, -7.49420750576});
+  expect_close(resnet->bn1->running_mean.slice(0, 0, 3),
+               {-0.30983693506874416, -0.40659299987207814, -0.4486248751231115});
+  EXPECT_EQ(resnet->bn1->num_batches_tracked.item<int64_t>(), 1);
+  resnet->eval();
+  expect_close((*resnet)(x),
+               {-2.3844798064, -23.6961156338, -3.57338008863, 22.2425499566, 8.04801564192, -21.1611423575,
+                -13.7864875457, 17.3225627931, 17.5187149385, -13.2542942325, -1.76966939626, -23.6774579846,
+                -4.18379546314, 22.0801015596, 8.62016432548, -20.863917396, -14.2886212832, 16.9070541372,
+                17.9229705706, -12.7435582575});
+}
+
+TEST(Models, ForwardShapesAndGradientsReachEveryParameter) {
+  EXPECT_EQ((*make_model("mlp"))(rand({4, 1, 28, 28})).shape(), (Shape{4, 10}));
+  EXPECT_EQ((*make_model("cnn"))(rand({4, 1, 28, 28})).shape(), (Shape{4, 10}));
+  auto resnet = make_model("resnet");
+  const Tensor logits = (*resnet)(rand({2, 3, 32, 32}));
+  EXPECT_EQ(logits.shape(), (Shape{2, 10}));
+  // Every parameter, including the shortcut convolutions, takes part in the output.
+  CrossEntropyLoss()(logits, from_vector_i64({3, 7}, {2})).backward();
+  for (const auto& [name, p] : resnet->named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_GT(sum(p.grad() * p.grad()).item(), 0.0) << name;
+  }
+  // Global average pooling lets a one-channel ResNet take 28 x 28 Fashion-MNIST images.
+  EXPECT_EQ(ResNet(1)(rand({2, 1, 28, 28})).shape(), (Shape{2, 10}));
+}
+
+TEST(Models, UnknownNameListsTheValidOnes) {
+  try {
+    make_model("vgg");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "make_model: unknown model 'vgg': expected mlp, cnn or resnet");
+  }
+}
+
+TEST(Models, ResNetStateDictRoundTrip) {
+  manual_seed(3);
+  auto a = make_model("resnet");
+  (*a)(rand({2, 3, 32, 32}));  // moves running statistics and num_batches_tracked away from their start
+  manual_seed(4);
+  auto b = make_model("resnet");
+  b->load_state_dict(a->state_dict());
+  a->eval();
+  b->eval();
+  const Tensor x = rand({2, 3, 32, 32});
+  EXPECT_EQ((*a)(x).to_vector<float>(), (*b)(x).to_vector<float>());
+  EXPECT_EQ(b->state_dict()[5].second.item<int64_t>(), 1);  // bn1.num_batches_tracked
+}
+
+TEST(Models, MlpLearnsRandomLabels) {
+  // 64 random images with fixed random labels: the MLP can memorise them, so 50 plain SGD steps
+  // (p -= lr * grad, done by hand) must cut the loss by a large factor.
+  manual_seed(0);
+  auto model = make_model("mlp");
+  Generator data(42);
+  const Tensor images = randn({64, 1, 28, 28}, {}, &data);
+  std::vector<int64_t> labels(64);
+  for (auto& label : labels) label = static_cast<int64_t>(data.below(10));
+  const Tensor target = from_vector_i64(labels, {64});
+  CrossEntropyLoss criterion;
+
+  const double lr = 0.1;
+  double first = 0.0, last = 0.0;
+  for (int step = 0; step < 50; ++step) {
+    model->zero_grad();
+    const Tensor loss = criterion((*model)(images), target);
+    loss.backward();
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    NoGradGuard no_grad;
+    for (const Tensor& p : model->parameters()) p.add_(p.grad(), -lr);
+  }
+  EXPECT_NEAR(first, std::log(10.0), 0.3);  // about uniform guesses at the start
+  EXPECT_LT(last, first / 10) << "first loss " << first << ", last " << last;
+}
