@@ -67,19 +67,29 @@ TensorDataset fashion_mnist(const std::string& root, bool train) {
 }
 
 std::string find_data_dir(const std::string& flag_value, const std::vector<std::string>& fallbacks) {
-  // Candidates in order of precedence, each with where it came from (for the error message).
-  std::vector<std::pair<std::string, std::string>> candidates;
-  if (!flag_value.empty()) candidates.push_back({flag_value, "--data"});
+  auto missing_files = [](const std::string& directory) {
+    std::string missing;
+    for (const char* name : kFileNames) {
+      if (find_file(directory, name).empty()) missing += (missing.empty() ? "" : ", ") + std::string(name);
+    }
+    return missing;
+  };
+  // A directory the user named (flag or environment) must hold the files: silently training on
+  // data from somewhere else would hide the mistake.
   const char* environment = std::getenv("LOCKSTEP_DATA");
-  if (environment != nullptr && *environment != '\0') candidates.push_back({environment, "$LOCKSTEP_DATA"});
-  for (const std::string& directory : fallbacks) candidates.push_back({directory, "default"});
-
+  const bool from_flag = !flag_value.empty();
+  if (from_flag || (environment != nullptr && *environment != '\0')) {
+    const std::string directory = from_flag ? flag_value : environment;
+    const std::string missing = missing_files(directory);
+    LOCKSTEP_CHECK(missing.empty(), "find_data_dir: '", directory, "' (from ", from_flag ? "--data" : "$LOCKSTEP_DATA",
+                   ") does not hold the Fashion-MNIST files: missing ", missing, " (each may also end in .gz)");
+    return directory;
+  }
+  // Otherwise the first default location that has them.
   std::string looked;
-  for (const auto& [directory, origin] : candidates) {
-    bool complete = true;
-    for (const char* name : kFileNames) complete = complete && !find_file(directory, name).empty();
-    if (complete) return directory;
-    looked += (looked.empty() ? "'" : ", '") + directory + "' (" + origin + ")";
+  for (const std::string& directory : fallbacks) {
+    if (missing_files(directory).empty()) return directory;
+    looked += (looked.empty() ? "'" : ", '") + directory + "'";
   }
   throw Error(detail::concat("find_data_dir: no directory holds the four Fashion-MNIST files ",
                              "({train,t10k}-{images-idx3,labels-idx1}-ubyte, optionally .gz); looked in ", looked,

@@ -27,10 +27,11 @@ const std::vector<std::string>& fashion_mnist_classes();
 /// or a label is not a class.
 TensorDataset fashion_mnist(const std::string& root, bool train);
 
-/// Finds the directory holding the four Fashion-MNIST files (either naming), trying in order:
-/// `flag_value` (the --data flag) if non-empty, $LOCKSTEP_DATA if set, then each of `fallbacks`:
-/// "data" (relative to the working directory) and Debian's dataset-fashion-mnist. Throws an
-/// error that lists where it looked and how to get the data if none of them holds the files.
+/// Finds the directory holding the four Fashion-MNIST files (either naming). A directory the
+/// user named, `flag_value` (the --data flag) if non-empty or else $LOCKSTEP_DATA if set, must
+/// hold them (otherwise an error names what is missing); with neither, the first of `fallbacks`
+/// that holds them is used: "data" (relative to the working directory), then Debian's
+/// dataset-fashion-mnist. If none does, the error lists where it looked and how to get the data.
 std::string find_data_dir(const std::string& flag_value,
                           const std::vector<std::string>& fallbacks = {"data", "/usr/share/datasets/fashion-mnist"});
 

@@ -27,6 +27,18 @@ TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
   EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{1.0, 1.0}));
 }
 
+TEST(Autograd, LeavesNeverShareAGradientBuffer) {
+  // AddBackward hands the same gradient tensor to both inputs; each leaf must still get a
+  // buffer of its own, or accumulating into one would change the other.
+  Tensor a = ones({3}).requires_grad_(), b = ones({3}).requires_grad_();
+  // (a + b) * 2: MulBackward makes a fresh contiguous gradient that AddBackward passes to both.
+  sum((a + b) * 2.0).backward();
+  sum((a + b) * 2.0).backward();
+  EXPECT_NE(a.grad().storage(), b.grad().storage());
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{4, 4, 4}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{4, 4, 4}));
+}
+
 TEST(Autograd, SharedSubexpressionSumsBothPaths) {
   Tensor x = from_vector({3.0}, {1}, TensorOptions().dtype(DType::f64)).requires_grad_();
   Tensor h = exp(x);

@@ -302,21 +302,39 @@ TEST(FindDataDir, FlagThenEnvironmentThenFallbacks) {
     EnvGuard guard("LOCKSTEP_DATA", env.str().c_str());
     EXPECT_EQ(find_data_dir(flag.str(), {fallback.str()}), flag.str());
     EXPECT_EQ(find_data_dir("", {fallback.str()}), env.str());
-    // A directory without all four files is passed over.
-    EXPECT_EQ(find_data_dir(incomplete.str(), {fallback.str()}), env.str());
   }
   {
     EnvGuard guard("LOCKSTEP_DATA", nullptr);
+    // Among the defaults, a directory without all four files is passed over.
     EXPECT_EQ(find_data_dir("", {incomplete.str(), fallback.str()}), fallback.str());
+  }
+}
+
+TEST(FindDataDir, ADirectoryTheUserNamedMustHoldTheFiles) {
+  TempDir incomplete, fallback;
+  write_fashion(incomplete, "train", Bytes(784, 0), {1}, true);
+  write_fashion(fallback, "train", Bytes(784, 0), {1}, true);
+  write_fashion(fallback, "t10k", Bytes(784, 0), {1}, false);
+  {
+    // --data names a directory: no silent fallback to another copy of the data.
+    EnvGuard guard("LOCKSTEP_DATA", nullptr);
+    expect_error([&] { find_data_dir(incomplete.str(), {fallback.str()}); },
+                 "'" + incomplete.str() + "' (from --data) does not hold the Fashion-MNIST files: missing "
+                 "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
+    expect_error([&] { find_data_dir("/no/such/dir", {fallback.str()}); }, "'/no/such/dir' (from --data)");
+  }
+  {
+    EnvGuard guard("LOCKSTEP_DATA", "/no/such/env/dir");
+    expect_error([&] { find_data_dir("", {fallback.str()}); }, "'/no/such/env/dir' (from $LOCKSTEP_DATA)");
   }
 }
 
 TEST(FindDataDir, SaysWhereItLookedAndHowToGetTheData) {
   TempDir incomplete;
   write_fashion(incomplete, "train", Bytes(784, 0), {1}, true);
-  EnvGuard guard("LOCKSTEP_DATA", "/no/such/env/dir");
-  const auto call = [&] { find_data_dir(incomplete.str(), {"/no/such/default"}); };
-  expect_error(call, "looked in '" + incomplete.str() + "' (--data), '/no/such/env/dir' ($LOCKSTEP_DATA), '/no/such/default'");
+  EnvGuard guard("LOCKSTEP_DATA", nullptr);
+  const auto call = [&] { find_data_dir("", {incomplete.str(), "/no/such/default"}); };
+  expect_error(call, "looked in '" + incomplete.str() + "', '/no/such/default'");
   expect_error(call, "apt-get install dataset-fashion-mnist");
   expect_error(call, "pass --data DIR");
 }

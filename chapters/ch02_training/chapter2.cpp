@@ -1,0 +1,179 @@
+// Chapter 2: training on one device — the baseline every later chapter is measured against.
+// Run: make chapter2 && ./chapter2 --model cnn --epochs 2
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "lockstep.h"
+#include "util/program.h"
+#include "util/progress.h"
+#include "util/timer.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Options {
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string device = "cpu";
+  std::string optimizer = "sgd";
+  int epochs = 2;
+  int64_t max_steps = 0;
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string data;
+  std::string save;
+  std::string load;
+};
+
+struct Evaluation {
+  double accuracy = 0.0;
+  double loss = 0.0;
+};
+
+//! [evaluate]
+// Accuracy and mean loss on a whole dataset, without recording a graph.
+Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& dataset, Device device) {
+  model.eval();
+  NoGradGuard no_grad;
+  DataLoader loader(dataset, DataLoaderOptions(1000));
+  double correct = 0.0, loss_sum = 0.0;
+  for (const Batch& batch : loader) {
+    const Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);
+    const Tensor logits = model(inputs);                      // logits: (B, 10)
+    const int64_t n = targets.numel();
+    loss_sum += cross_entropy(logits, targets).item() * static_cast<double>(n);
+    correct += sum(eq(argmax(logits, 1), targets).to(DType::f32)).item();
+  }
+  const auto n = static_cast<double>(dataset->size());
+  return {correct / n, loss_sum / n};
+}
+//! [evaluate]
+
+using Datasets = std::pair<std::shared_ptr<TensorDataset>, std::shared_ptr<TensorDataset>>;
+
+// Fashion-MNIST (1 x 28 x 28) is found in the usual places; CIFAR-10 (3 x 32 x 32, for the
+// ResNet) has no Debian package, so it needs --data.
+Datasets load_datasets(const Options& o) {
+  if (o.dataset == "cifar10") {
+    LOCKSTEP_CHECK(!o.data.empty(), "--dataset cifar10 needs --data DIR, a directory holding CIFAR-10's binary "
+                                    "version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
+    return {std::make_shared<TensorDataset>(cifar10(o.data, true)), std::make_shared<TensorDataset>(cifar10(o.data, false))};
+  }
+  LOCKSTEP_CHECK(o.model != "resnet", "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
+  const std::string root = find_data_dir(o.data);
+  std::cout << "reading " << root << "\n";
+  return {std::make_shared<TensorDataset>(fashion_mnist(root, true)), std::make_shared<TensorDataset>(fashion_mnist(root, false))};
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Tensor>& params) {
+  if (o.optimizer == "sgd") return std::make_unique<SGD>(params, SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  if (o.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions(o.lr).weight_decay(o.weight_decay));
+  if (o.optimizer == "adamw") return std::make_unique<AdamW>(params, AdamOptions(o.lr).weight_decay(o.weight_decay));
+  throw Error("unknown optimizer '" + o.optimizer + "': expected sgd, adam or adamw");
+}
+
+int run(const Options& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const Device device = Device::parse(o.device);
+  // Fail early, before loading data, when the device cannot be used.
+  empty({1}, TensorOptions().device(device));
+  manual_seed(o.seed);
+
+  // 1. Data: normalised images in memory, (N, C, H, W) with labels (N).
+  const Datasets data = load_datasets(o);
+  const auto& [train_set, test_set] = data;
+  std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
+            << " test images)\n";
+
+  // 2. Model and optimiser.
+  std::shared_ptr<Module> model = make_model(o.model);
+  if (!o.load.empty()) model->load_state_dict(load_safetensors(o.load));
+  model->to(device);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model->parameters());
+  std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters) on " << device << ", "
+            << get_num_threads() << " thread(s), batch " << o.batch_size << ", " << o.optimizer << " lr " << o.lr << "\n";
+
+  //! [loop]
+  // 3. The training loop: forward, loss, backward, step — once per batch.
+  DataLoader loader(train_set, DataLoaderOptions(o.batch_size).sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed)));
+  int64_t step = 0, samples = 0;
+  double train_seconds = 0.0, last_loss = NAN;
+  Evaluation result;
+  int epoch = 0;
+  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+    ++epoch;
+    model->train();
+    ProgressBar bar("epoch " + std::to_string(epoch), static_cast<int64_t>(loader.size()));
+    Timer timer;
+    int64_t batch_index = 0;
+    for (const Batch& batch : loader) {
+      const Tensor inputs = batch.inputs.to(device);    // inputs: (B, 1, 28, 28)
+      const Tensor targets = batch.targets.to(device);  // targets: (B) class indices
+      const Tensor loss = cross_entropy((*model)(inputs), targets);
+      optimizer->zero_grad();
+      loss.backward();
+      optimizer->step();
+      samples += targets.numel();
+      ++step;
+      ++batch_index;
+      if (batch_index % 20 == 0 || batch_index == static_cast<int64_t>(loader.size())) {
+        last_loss = loss.item();
+        char status[64];
+        std::snprintf(status, sizeof status, "loss %.4f", last_loss);
+        bar.update(batch_index, status);
+      }
+      if (o.max_steps > 0 && step >= o.max_steps) {
+        last_loss = loss.item();
+        break;
+      }
+    }
+    const double epoch_seconds = timer.seconds();
+    train_seconds += epoch_seconds;
+    bar.finish();
+    result = evaluate(*model, test_set, device);
+    std::printf("epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f\n", epoch,
+                last_loss, result.loss, result.accuracy, epoch_seconds, static_cast<double>(batch_index * o.batch_size) / epoch_seconds);
+  }
+  //! [loop]
+
+  if (!o.save.empty()) {
+    save_safetensors(o.save, model->state_dict());
+    std::cout << "saved " << o.save << "\n";
+  }
+  std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)
+                   .add("batch", o.batch_size).add("samples_per_s", static_cast<double>(samples) / train_seconds)
+                   .add("epoch_s", train_seconds / epoch).add("test_acc", result.accuracy).add("final_loss", last_loss)
+                   .add("threads", get_num_threads()).str()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Chapter 2: training on one device (Fashion-MNIST)", "chapter2");
+  Options o;
+  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
+  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  app.add_option("--device", o.device, "cpu or cuda");
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", o.batch_size, "samples per step")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
+                                   "data/, /usr/share/datasets/fashion-mnist)");
+  app.add_option("--save", o.save, "write the trained weights to this safetensors file");
+  app.add_option("--load", o.load, "start from the weights in this safetensors file");
+  return run_program(app, argc, argv, [&] { return run(o); });
+}
