@@ -68,6 +68,10 @@ COMPARE_ARGS ?= --model cnn --epochs 2 --batch-size 64 --lr 0.05 --threads 2
 TORCH_PYTHON ?= /usr/bin/python3
 compare-torch: chapter2
 	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "compare-torch needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	@cmake --build $(BUILD_DIR) --target gradient_parity
+	@mkdir -p $(BUILD_DIR)/parity
+	$(BUILD_DIR)/tests/gradient_parity cnn $(BUILD_DIR)/parity
+	$(TORCH_PYTHON) tests/reference/gradient_parity.py cnn $(BUILD_DIR)/parity
 	./chapter2 $(COMPARE_ARGS) | tee $(BUILD_DIR)/compare-lockstep.txt
 	$(TORCH_PYTHON) tests/reference/chapter2_torch.py $(COMPARE_ARGS) | tee $(BUILD_DIR)/compare-torch.txt
 	@$(TORCH_PYTHON) tests/reference/compare.py $(BUILD_DIR)/compare-lockstep.txt $(BUILD_DIR)/compare-torch.txt
