@@ -17,6 +17,7 @@ struct SGDStep {
   bool first_step;  // the momentum buffer does not exist yet: it starts as d
 };
 
+//! [sgd rule]
 // SGD's rule for n contiguous elements in a single pass: each element's gradient is read once,
 // and its momentum buffer and value are written once. `buf` is unused without momentum.
 template <class T>
@@ -42,6 +43,7 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDStep& s) {
     param[i] -= lr * d;
   }
 }
+//! [sgd rule]
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
