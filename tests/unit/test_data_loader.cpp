@@ -17,21 +17,12 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
+using namespace lockstep::test;
 
 namespace {
-
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 // n samples of shape (2): sample i is (10 i, 10 i + 1) with target i, so a batch says which
 // samples it holds.

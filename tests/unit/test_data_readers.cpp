@@ -17,6 +17,7 @@
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "lockstep.h"
+#include "test_util.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
@@ -27,20 +28,10 @@
 #pragma GCC diagnostic pop
 
 using namespace lockstep;
+using namespace lockstep::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 // A fresh, empty folder under the system's temporary directory, removed with its contents.
 class TempDir {

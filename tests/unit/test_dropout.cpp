@@ -7,24 +7,10 @@
 
 #include "gradcheck.h"
 #include "lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
-using test::gradcheck;
-using test::random_input;
-
-namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using namespace lockstep::test;
 
 TEST(Dropout, DropsAboutPAndScalesSurvivors) {
   const double p = 0.3;
@@ -97,11 +83,13 @@ TEST(Dropout, GradientMatchesFiniteDifferences) {
 
 TEST(Dropout, Errors) {
   const Tensor x = ones({4});
-  EXPECT_EQ(error_of([&] { dropout(x, -0.1, true); }), "dropout: expected a probability p between 0 and 1, got -0.1");
-  EXPECT_EQ(error_of([&] { dropout(x, 1.5, true); }), "dropout: expected a probability p between 0 and 1, got 1.5");
+  EXPECT_EQ(error_message([&] { dropout(x, -0.1, true); }),
+            "dropout: expected a probability p between 0 and 1, got -0.1");
+  EXPECT_EQ(error_message([&] { dropout(x, 1.5, true); }),
+            "dropout: expected a probability p between 0 and 1, got 1.5");
   // A bad p is an error in eval mode too, as in PyTorch.
-  EXPECT_NE(error_of([&] { dropout(x, 2.0, false); }).find("dropout: expected a probability"), std::string::npos);
-  EXPECT_EQ(error_of([] { dropout(from_vector_i64({1, 2}, {2}), 0.5, true); }),
+  expect_error([&] { dropout(x, 2.0, false); }, "dropout: expected a probability");
+  EXPECT_EQ(error_message([] { dropout(from_vector_i64({1, 2}, {2}), 0.5, true); }),
             "dropout: expected a floating-point input, got i64");
-  EXPECT_NE(error_of([] { dropout(Tensor(), 0.5, true); }).find("dropout"), std::string::npos);
+  expect_error([] { dropout(Tensor(), 0.5, true); }, "dropout");
 }

@@ -6,10 +6,10 @@
 
 #include "gradcheck.h"
 #include "lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
-using test::gradcheck;
-using test::random_input;
+using namespace lockstep::test;
 
 TEST(Elementwise, BroadcastingFollowsNumPy) {
   Tensor a = from_vector({1, 2, 3}, {3, 1});
@@ -72,19 +72,10 @@ TEST(Elementwise, BroadcastGradientsAreSummed) {
 
 TEST(Elementwise, Errors) {
   Tensor a = ones({2, 3});
-  try {
-    add(a, ones({4}));
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "add: shapes [2, 3] and [4] cannot be broadcast (dimension 1 has sizes 3 and 4)");
-  }
-  try {
-    mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64)));
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("mul: expected all tensors to have the same dtype, got f32 and f64"),
-              std::string::npos);
-  }
+  EXPECT_EQ(error_message([&] { add(a, ones({4})); }),
+            "add: shapes [2, 3] and [4] cannot be broadcast (dimension 1 has sizes 3 and 4)");
+  expect_error([&] { mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64))); },
+               "mul: expected all tensors to have the same dtype, got f32 and f64");
   EXPECT_THROW(add(a, Tensor()), Error);
   EXPECT_THROW(exp(from_vector_i64({1}, {1})), Error);
 }

@@ -18,21 +18,12 @@
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 using namespace lockstep;
+using namespace lockstep::test;
 
 namespace {
-
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 // Checks that every value lies in [-bound, bound] and that their spread is that of a uniform
 // distribution on it: standard deviation bound / sqrt(3), within `tolerance` (relative).

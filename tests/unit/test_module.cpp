@@ -15,21 +15,12 @@
 #include "nn/models.h"
 #include "nn/module.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 using namespace lockstep;
+using namespace lockstep::test;
 
 namespace {
-
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
 
 // A custom module that registers a child first and its own parameter and buffer after it:
 //     class Scaled(nn.Module):

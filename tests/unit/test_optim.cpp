@@ -12,21 +12,12 @@
 #include "lockstep.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "test_util.h"
 
 using namespace lockstep;
+using namespace lockstep::test;
 
 namespace {
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
-
 const TensorOptions kF64 = TensorOptions().dtype(DType::f64);
 
 // The reference problem: one f64 parameter of 4 elements and the gradients of 5 steps.

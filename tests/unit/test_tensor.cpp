@@ -5,21 +5,10 @@
 #include <limits>
 
 #include "lockstep.h"
+#include "test_util.h"
 
 using namespace lockstep;
-
-namespace {
-// Runs `fn`, expecting a lockstep::Error whose message contains `words`.
-template <class Fn>
-void expect_error(Fn fn, const std::string& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing '" << words << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
-  }
-}
-}  // namespace
+using namespace lockstep::test;
 
 TEST(Tensor, FactoriesHaveShapeDtypeAndValues) {
   Tensor z = zeros({2, 3});
