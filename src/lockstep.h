@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/zero_grad.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

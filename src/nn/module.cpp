@@ -13,6 +13,7 @@
 #include <typeinfo>
 
 #include "autograd/grad_mode.h"
+#include "autograd/zero_grad.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -138,17 +139,7 @@ void Module::train(bool mode) {
   for (const auto& entry : children_) entry.second->train(mode);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (const Tensor& p : parameters()) {
-    const Tensor grad = p.grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else {
-      grad.zero_();
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { lockstep::zero_grad(parameters(), set_to_none); }
 
 // ---- moving and converting -----------------------------------------------------------------
 

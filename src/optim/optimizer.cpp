@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "autograd/zero_grad.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -40,17 +41,7 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
-  for (const Tensor& p : params_) {
-    const Tensor grad = p.grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      p.set_grad(Tensor());
-    } else {
-      grad.zero_();
-    }
-  }
-}
+void Optimizer::zero_grad(bool set_to_none) { lockstep::zero_grad(params_, set_to_none); }
 
 const Tensor& Optimizer::state(size_t param_index, const std::string& name) const {
   LOCKSTEP_CHECK(param_index < params_.size(), name_, ": state asked for parameter ", param_index, ", but there are only ",
