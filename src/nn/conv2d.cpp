@@ -1,7 +1,5 @@
 #include "nn/conv2d.h"
 
-#include <cmath>
-
 #include "core/error.h"
 #include "nn/init.h"
 #include "ops/conv.h"
@@ -26,11 +24,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
 }
 
 void Conv2d::reset_parameters(Generator* generator) {
-  kaiming_uniform_(weight, std::sqrt(5.0), generator);
-  if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
-    uniform_(bias, -bound, bound, generator);
-  }
+  reset_weight_and_bias_(weight, bias, generator);
 }
 
 Tensor Conv2d::forward(const Tensor& input) {

@@ -42,4 +42,12 @@ const Tensor& ones_(const Tensor& tensor) {
   return tensor.fill_(1.0);
 }
 
+void reset_weight_and_bias_(const Tensor& weight, const Tensor& bias, Generator* generator) {
+  kaiming_uniform_(weight, std::sqrt(5.0), generator);
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
+    uniform_(bias, -bound, bound, generator);
+  }
+}
+
 }  // namespace lockstep

@@ -39,4 +39,9 @@ const Tensor& zeros_(const Tensor& tensor);
 /// Fills `tensor` with ones; returns it.
 const Tensor& ones_(const Tensor& tensor);
 
+/// PyTorch's default initialisation of a Linear or Conv2d layer (their reset_parameters):
+/// weight kaiming_uniform_ with a = sqrt(5), which makes it uniform in +-1/sqrt(fan_in), and
+/// bias (if defined) uniform in the same range.
+void reset_weight_and_bias_(const Tensor& weight, const Tensor& bias, Generator* generator = nullptr);
+
 }  // namespace lockstep

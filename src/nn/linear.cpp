@@ -1,7 +1,5 @@
 #include "nn/linear.h"
 
-#include <cmath>
-
 #include "core/error.h"
 #include "nn/init.h"
 #include "ops/matmul.h"
@@ -18,11 +16,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
 }
 
 void Linear::reset_parameters(Generator* generator) {
-  kaiming_uniform_(weight, std::sqrt(5.0), generator);
-  if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in(weight)));
-    uniform_(bias, -bound, bound, generator);
-  }
+  reset_weight_and_bias_(weight, bias, generator);
 }
 
 Tensor Linear::forward(const Tensor& input) {
