@@ -13,7 +13,8 @@ CMAKE_FLAGS ?=
 DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-dev zlib1g-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev doxygen graphviz dataset-fashion-mnist
 
-CHAPTERS := chapter1 chapter2 chapter3 chapter4 chapter5 chapter6
+# The chapters written so far: chapters/chNN_topic/chapterN.cpp.
+CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 
 .PHONY: all deps configure build test docs clean help compare-torch $(CHAPTERS)
 
@@ -39,8 +40,8 @@ deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	else \
-	  echo "Missing Debian packages. Please run:"; \
-	  echo "  sudo apt-get install -y$$missing"; \
+	  echo "Missing Debian packages. Please run as root (with sudo, or after su -):"; \
+	  echo "  apt-get install -y$$missing"; \
 	  exit 1; \
 	fi
 

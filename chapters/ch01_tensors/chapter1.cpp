@@ -36,7 +36,7 @@ void dtypes() {
   section("2. dtypes: f32, f16, bf16");
   //! [dtypes]
   Tensor values = from_vector({0.1, 1.0 / 3.0, 1000.1, 65504.0, 70000.0}, {5});
-  std::cout << "f32:          " << values << "\n";
+  std::cout << "f32:           " << values << "\n";
   std::cout << "f16 (10 bits): " << values.to(DType::f16).to(DType::f32) << "   <- 70000 overflows to inf\n";
   std::cout << "bf16 (7 bits): " << values.to(DType::bf16).to(DType::f32) << "   <- same range as f32, fewer digits\n";
   //! [dtypes]
@@ -90,10 +90,11 @@ int main(int argc, char** argv) {
   int64_t size = 1024;
   uint64_t seed = 0;
   std::string device = "cpu";
+  app.option_defaults()->always_capture_default();
   app.add_option("--threads", threads, "CPU threads for kernels (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--size", size, "matrix size for the matmul timing")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "random seed");
-  app.add_option("--device", device, "cpu or cuda (the GPU part of this chapter)");
+  app.add_option("--device", device, "cpu (the GPU part of this chapter arrives with the CUDA backend)");
 
   return run_program(app, argc, argv, [&] {
     if (threads > 0) set_num_threads(threads);

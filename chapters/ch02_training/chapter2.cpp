@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <filesystem>
+#include <optional>
+
 #include "lockstep.h"
 #include "util/program.h"
 #include "util/progress.h"
@@ -21,9 +24,9 @@ struct Options {
   int epochs = 2;
   int64_t max_steps = 0;
   int64_t batch_size = 64;
-  double lr = 0.05;
+  std::optional<double> lr;            // default: 0.05 for sgd, 1e-3 for adam and adamw
   double momentum = 0.9;
-  double weight_decay = 0.0;
+  std::optional<double> weight_decay;  // default: the optimiser's own (0; 1e-2 for adamw)
   uint64_t seed = 0;
   int threads = 0;
   std::string data;
@@ -65,20 +68,40 @@ Datasets load_datasets(const Options& o) {
                                     "version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
     return {std::make_shared<TensorDataset>(cifar10(o.data, true)), std::make_shared<TensorDataset>(cifar10(o.data, false))};
   }
-  LOCKSTEP_CHECK(o.model != "resnet", "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
   const std::string root = find_data_dir(o.data);
   std::cout << "reading " << root << "\n";
   return {std::make_shared<TensorDataset>(fashion_mnist(root, true)), std::make_shared<TensorDataset>(fashion_mnist(root, false))};
 }
 
+double learning_rate(const Options& o) { return o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 1e-3); }
+
 std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Tensor>& params) {
-  if (o.optimizer == "sgd") return std::make_unique<SGD>(params, SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-  if (o.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions(o.lr).weight_decay(o.weight_decay));
-  if (o.optimizer == "adamw") return std::make_unique<AdamW>(params, AdamOptions(o.lr).weight_decay(o.weight_decay));
-  throw Error("unknown optimizer '" + o.optimizer + "': expected sgd, adam or adamw");
+  const double lr = learning_rate(o);
+  if (o.optimizer == "sgd") {
+    return std::make_unique<SGD>(params, SGDOptions(lr).momentum(o.momentum).weight_decay(o.weight_decay.value_or(0.0)));
+  }
+  // Adam and AdamW differ in their default weight decay: pass it only when the flag was given.
+  AdamOptions options(lr);
+  if (o.weight_decay) options.weight_decay(*o.weight_decay);
+  if (o.optimizer == "adam") return std::make_unique<Adam>(params, options);
+  return std::make_unique<AdamW>(params, options);
+}
+
+// Mistakes that would otherwise surface only after loading data or, for --save, after training.
+void check_options(const Options& o) {
+  LOCKSTEP_CHECK(o.dataset != "cifar10" || o.model == "resnet", "the ", o.model,
+                 " model expects 1 x 28 x 28 Fashion-MNIST images: use --model resnet with --dataset cifar10");
+  LOCKSTEP_CHECK(o.model != "resnet" || o.dataset == "cifar10",
+                 "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
+  if (!o.save.empty()) {
+    const std::filesystem::path folder = std::filesystem::path(o.save).parent_path();
+    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--save ", o.save, ": the folder '",
+                   folder.string(), "' does not exist");
+  }
 }
 
 int run(const Options& o) {
+  check_options(o);
   if (o.threads > 0) set_num_threads(o.threads);
   const Device device = Device::parse(o.device);
   // Fail early, before loading data, when the device cannot be used.
@@ -97,7 +120,8 @@ int run(const Options& o) {
   model->to(device);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model->parameters());
   std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters) on " << device << ", "
-            << get_num_threads() << " thread(s), batch " << o.batch_size << ", " << o.optimizer << " lr " << o.lr << "\n";
+            << get_num_threads() << " thread(s), batch " << o.batch_size << ", " << o.optimizer << " lr " << learning_rate(o)
+            << "\n";
 
   //! [loop]
   // 3. The training loop: forward, loss, backward, step — once per batch.
@@ -111,15 +135,15 @@ int run(const Options& o) {
     model->train();
     ProgressBar bar("epoch " + std::to_string(epoch), static_cast<int64_t>(loader.size()));
     Timer timer;
-    int64_t batch_index = 0;
+    int64_t batch_index = 0, epoch_samples = 0;
     for (const Batch& batch : loader) {
-      const Tensor inputs = batch.inputs.to(device);    // inputs: (B, 1, 28, 28)
+      const Tensor inputs = batch.inputs.to(device);    // inputs: (B, C, H, W)
       const Tensor targets = batch.targets.to(device);  // targets: (B) class indices
       const Tensor loss = cross_entropy((*model)(inputs), targets);
       optimizer->zero_grad();
       loss.backward();
       optimizer->step();
-      samples += targets.numel();
+      epoch_samples += targets.numel();
       ++step;
       ++batch_index;
       if (batch_index % 20 == 0 || batch_index == static_cast<int64_t>(loader.size())) {
@@ -135,10 +159,11 @@ int run(const Options& o) {
     }
     const double epoch_seconds = timer.seconds();
     train_seconds += epoch_seconds;
+    samples += epoch_samples;
     bar.finish();
     result = evaluate(*model, test_set, device);
     std::printf("epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f\n", epoch,
-                last_loss, result.loss, result.accuracy, epoch_seconds, static_cast<double>(batch_index * o.batch_size) / epoch_seconds);
+                last_loss, result.loss, result.accuracy, epoch_seconds, static_cast<double>(epoch_samples) / epoch_seconds);
   }
   //! [loop]
 
@@ -159,16 +184,17 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app("Chapter 2: training on one device (Fashion-MNIST)", "chapter2");
   Options o;
+  app.option_defaults()->always_capture_default();
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "cpu or cuda");
+  app.add_option("--device", o.device, "cpu (cuda arrives with the CUDA backend)");
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", o.batch_size, "samples per step")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")->check(CLI::PositiveNumber);
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "

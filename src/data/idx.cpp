@@ -54,11 +54,16 @@ Tensor read_idx(const std::string& path, uint32_t rank, const char* what) {
   for (uint32_t d = 0; d < rank; ++d) shape.push_back(read_big_endian(bytes.data() + 4 + 4 * d));
 
   // The elements: exactly N*H*W (or N) bytes, no fewer (truncated) and no more (wrong file).
-  const int64_t data_bytes = shape_numel(shape);
+  // Multiply the sizes step by step against what the file holds, so that a corrupt header's
+  // huge sizes cannot overflow the product into a small number that looks fine.
   const int64_t held = file_bytes - header_bytes;
   const char* kind = rank == 3 ? "pixel data" : "label data";
-  LOCKSTEP_CHECK(held >= data_bytes, path, ": truncated: header says ", describe(shape, what), " but the file holds ",
-                 held, " bytes of ", kind);
+  int64_t data_bytes = 1;
+  for (int64_t size : shape) {
+    LOCKSTEP_CHECK(size == 0 || data_bytes <= held / size, path, ": truncated: header says ", describe(shape, what),
+                   " but the file holds ", held, " bytes of ", kind);
+    data_bytes *= size;
+  }
   LOCKSTEP_CHECK(held == data_bytes, path, ": header says ", describe(shape, what), " (", data_bytes, " bytes of ",
                  kind, ") but the file holds ", held, "; it is corrupt or not an IDX file of ", what);
 

@@ -2,7 +2,6 @@
 
 #include <iostream>
 
-#include "core/error.h"
 
 namespace lockstep {
 
@@ -15,7 +14,9 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
   }
   try {
     return body();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
+    // lockstep::Error carries our own sentences; anything else (out of memory, a file system
+    // error) still ends with one line and a non-zero exit rather than an abort.
     std::cerr << app.get_name() << ": error: " << e.what() << "\n";
     return 1;
   }

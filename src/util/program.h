@@ -13,7 +13,7 @@
 namespace lockstep {
 
 /// Parses the command line into `app`, then runs `body`. `--help` prints the flags and returns 0;
-/// an unknown or malformed flag, or a lockstep::Error thrown by `body`, prints
+/// an unknown or malformed flag, or an exception (such as lockstep::Error) thrown by `body`, prints
 /// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 

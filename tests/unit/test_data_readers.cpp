@@ -187,6 +187,10 @@ TEST(Idx, RejectsTruncatedFiles) {
   expect_error([&] { read_idx_images(dir / "header"); }, "truncated: the header needs 16 bytes but the file holds 8");
   write_file(dir / "empty", {});
   expect_error([&] { read_idx_images(dir / "empty"); }, dir / "empty" + ": truncated: the file holds 0 bytes");
+  // Sizes whose product overflows 64 bits (2^22 * 2^22 * 2^20 = 2^64 wraps to 0) must not pass
+  // for a file with no pixel data at all.
+  write_file(dir / "huge", idx(0x803, {1u << 22, 1u << 22, 1u << 20}, {}));
+  expect_error([&] { read_idx_images(dir / "huge"); }, "truncated: header says 4194304 images of 4194304x1048576");
 }
 
 TEST(Idx, RejectsCutOrCorruptGzipStreams) {
