@@ -109,7 +109,7 @@ class DataLoader::Epoch {
   std::condition_variable not_empty_;
   std::deque<Item> queue_;
   bool stop_ = false;
-  std::thread worker_;  // declared last: started after every other member exists
+  std::thread worker_;  // joined in ~Epoch before any other member is destroyed
 };
 
 const Batch& DataLoader::Iterator::operator*() const {
