@@ -2,6 +2,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -17,17 +18,14 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
   // 1. Count, for every node, how many edges point at it: it may run only after all of them.
   std::unordered_map<Node*, int> dependencies;
   std::vector<Node*> stack{root.get()};
-  std::unordered_map<Node*, bool> seen{{root.get(), true}};
+  std::unordered_set<Node*> seen{root.get()};
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (const auto& next : node->next_edges()) {
       if (!next) continue;
       ++dependencies[next.get()];
-      if (!seen[next.get()]) {
-        seen[next.get()] = true;
-        stack.push_back(next.get());
-      }
+      if (seen.insert(next.get()).second) stack.push_back(next.get());
     }
   }
 
@@ -78,6 +76,8 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   LOCKSTEP_CHECK(seed.shape() == shape(), "backward: gradient has shape ", shape_str(seed.shape()),
                  " but the tensor has shape ", shape_str(shape()));
   LOCKSTEP_CHECK(seed.device() == device(), "backward: gradient is on ", seed.device(), " but the tensor is on ", device());
+  LOCKSTEP_CHECK(seed.dtype() == dtype(), "backward: gradient is ", dtype_name(seed.dtype()), " but the tensor is ",
+                 dtype_name(dtype()));
   run_backward(gradient_edge(*this), seed, retain_graph);
 }
 

@@ -17,14 +17,17 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!current.defined()) {
     // First gradient: keep it if nobody else holds it, otherwise take a private copy, so a
     // later in-place accumulation cannot change someone else's tensor.
-    const bool exclusive = grad_output.is_contiguous() && grad_output.storage().use_count() == 1 &&
-                           grad_output.numel() == leaf_.numel();
+    // (Two handles to one tensor share one Storage reference, so both counts are needed.)
+    const bool exclusive = grad_output.use_count() == 1 && grad_output.storage().use_count() == 1 &&
+                           grad_output.is_contiguous() && grad_output.numel() == leaf_.numel();
     leaf_.set_grad(exclusive ? grad_output.detach() : grad_output.detach().clone());
   } else {
     current.add_(grad_output);
   }
   // The gradient of this leaf is now complete for this backward pass.
-  for (const auto& [handle, hook] : leaf_.impl()->autograd.post_accumulate_grad_hooks) hook(leaf_);
+  // Iterate over a copy: a hook may register or remove hooks.
+  const auto hooks = leaf_.impl()->autograd.post_accumulate_grad_hooks;
+  for (const auto& [handle, hook] : hooks) hook(leaf_);
   return {};
 }
 

@@ -24,6 +24,15 @@ namespace {
 void check_cpu(const Tensor& t, const char* op) {
   LOCKSTEP_CHECK(t.device().is_cpu(), op, ": tensors on ", t.device(), " are not supported yet");
 }
+// A destination with a stride-0 (expanded) dimension would write several results into one
+// memory location, and under OpenMP race on it.
+void check_writable(const Tensor& dst, const char* op) {
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    LOCKSTEP_CHECK(dst.strides()[d] != 0 || dst.shape()[d] <= 1, op, ": the tensor written to is expanded (stride 0 ",
+                   "in dimension ", d, "), so several of its elements share one memory location; write to a "
+                   "contiguous() copy instead");
+  }
+}
 void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   LOCKSTEP_CHECK(a.device() == b.device(), op, ": expected all tensors on the same device, got ", a.device(), " and ",
                  b.device());
@@ -33,6 +42,7 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 void copy_strided(const Tensor& src, const Tensor& dst) {
   check_same_device(src, dst, "copy_");
   check_cpu(dst, "copy_");
+  check_writable(dst, "copy_");
   const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape(), "copy_")};
   const std::array<int64_t, 2> offsets{dst.offset(), src.offset()};
   dispatch_all(dst.dtype(), [&](auto out_tag) {
@@ -42,7 +52,7 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
       O* out = static_cast<O*>(dst.storage()->data());
       const I* in = static_cast<const I*>(src.storage()->data());
       for_each_row<2>(dst.shape(), strides, offsets, [&](std::array<int64_t, 2> base, int64_t n, std::array<int64_t, 2> step) {
-        // Convert through float for the 16-bit types, through double otherwise.
+        // The 16-bit types convert through float; the others convert directly.
         using Via = std::conditional_t<std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>, float, I>;
         for (int64_t i = 0; i < n; ++i) out[base[0] + i * step[0]] = static_cast<O>(static_cast<Via>(in[base[1] + i * step[1]]));
       });
@@ -52,6 +62,7 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
 
 void fill_strided(const Tensor& dst, double value) {
   check_cpu(dst, "fill_");
+  check_writable(dst, "fill_");
   dispatch_all(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
@@ -65,6 +76,7 @@ void fill_strided(const Tensor& dst, double value) {
 void axpy_strided(double alpha, const Tensor& src, const Tensor& dst) {
   check_same_device(src, dst, "add_");
   check_cpu(dst, "add_");
+  check_writable(dst, "add_");
   LOCKSTEP_CHECK(src.dtype() == dst.dtype(), "add_: expected both tensors to have the same dtype, got ",
                  dtype_name(dst.dtype()), " and ", dtype_name(src.dtype()));
   const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape(), "add_")};
@@ -88,6 +100,7 @@ void axpy_strided(double alpha, const Tensor& src, const Tensor& dst) {
 
 void scale_strided(double value, const Tensor& dst) {
   check_cpu(dst, "mul_");
+  check_writable(dst, "mul_");
   dispatch_floating(dst.dtype(), "mul_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);

@@ -37,8 +37,8 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, Fn&& fn) {
   }
 }
 
-/// Calls `fn(TypeTag<T>{})` for the dtypes that can be compared and summed exactly on the CPU
-/// (f32, f64, i64, i32, u8); for others throws a message naming `op`.
+/// Calls `fn(TypeTag<T>{})` for the dtypes CPU comparisons and sums handle (f32, f64, i64, i32,
+/// u8, bool); for the 16-bit floats throws a message naming `op`.
 template <class Fn>
 decltype(auto) dispatch_numeric(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
@@ -47,6 +47,7 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, Fn&& fn) {
     case DType::i64: return fn(TypeTag<int64_t>{});
     case DType::i32: return fn(TypeTag<int32_t>{});
     case DType::u8: return fn(TypeTag<uint8_t>{});
+    case DType::boolean: return fn(TypeTag<bool>{});
     default:
       throw Error(detail::concat(op, ": ", dtype_name(dtype), " tensors are not supported (convert with .to(DType::f32))"));
   }

@@ -1,7 +1,9 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -41,8 +43,8 @@ const TensorImpl& checked(const TensorImpl* impl) {
   return *impl;
 }
 int64_t wrap_dim(int64_t d, int64_t dims) {
-  LOCKSTEP_CHECK(d >= -dims && d < std::max<int64_t>(dims, 1), "dimension ", d, " is out of range for a ", dims,
-                 "-D tensor");
+  LOCKSTEP_CHECK(dims > 0, "dimension ", d, " specified, but a 0-d tensor has no dimensions");
+  LOCKSTEP_CHECK(d >= -dims && d < dims, "dimension ", d, " is out of range for a ", dims, "-D tensor");
   return d < 0 ? d + dims : d;
 }
 }  // namespace
@@ -174,7 +176,12 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_all(dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* in = dense.data_ptr<S>();
-    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<T>(static_cast<double>(in[i]));
+    // Same type: copy exactly (an i64 beyond 2^53 would not survive a trip through double).
+    if constexpr (std::is_same_v<S, T>) {
+      std::copy(in, in + values.size(), values.begin());
+    } else {
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<T>(static_cast<double>(in[i]));
+    }
   });
   return values;
 }
@@ -191,9 +198,12 @@ double Tensor::item() const { return item<double>(); }
 // ---- in-place updates ----------------------------------------------------------------------
 
 namespace {
+// Autograd saves tensors for the backward pass; changing one in place would silently corrupt
+// the gradients (Lockstep keeps no version counters), so while recording, tensors that take
+// part in the graph are read-only.
 void check_inplace_allowed(const Tensor& t, const char* op) {
-  LOCKSTEP_CHECK(!(t.is_leaf() && t.requires_grad() && grad_mode_enabled()), op,
-                 ": a leaf tensor that requires grad cannot be modified in place while gradients are recorded "
+  LOCKSTEP_CHECK(!(t.requires_grad() && grad_mode_enabled()), op,
+                 ": a tensor that requires grad cannot be modified in place while gradients are recorded "
                  "(wrap the update in NoGradGuard, as optimisers do)");
 }
 }  // namespace

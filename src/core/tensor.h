@@ -106,6 +106,9 @@ class Tensor {
   template <class T> T* data_ptr() const;
   /// Whether both handles refer to the same tensor object.
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  /// How many handles refer to this tensor object (autograd reuses a gradient buffer only
+  /// when nothing else can see it).
+  long use_count() const { return impl_.use_count(); }
   /// The implementation (for library internals).
   TensorImpl* impl() const { return impl_.get(); }
 

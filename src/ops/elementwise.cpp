@@ -60,9 +60,12 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 //! [mul]
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
-  // d(ab)/da = b, d(ab)/db = a: save both inputs (detached, so the graph holds no cycle).
-  return record(out, "MulBackward", {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(), rb = b.requires_grad()](const Tensor& g) {
-    return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(), rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+  // d(ab)/da = b, d(ab)/db = a: save both inputs (detached, so the graph holds no cycle), and
+  // compute only the gradients that are wanted.
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return record(out, "MulBackward", {a, b}, [a = a.detach(), b = b.detach(), need_a, need_b](const Tensor& g) {
+    return std::vector<Tensor>{need_a ? sum_to(mul(g, b), a.shape()) : Tensor(),
+                               need_b ? sum_to(mul(g, a), b.shape()) : Tensor()};
   });
 }
 //! [mul]
@@ -70,9 +73,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("div", BinaryOp::Div, a, b);
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
-  return record(out, "DivBackward", {a, b}, [b = b.detach(), out = out.detach(), sa = a.shape(), rb = b.requires_grad()](const Tensor& g) {
+  const bool need_b = b.requires_grad();
+  return record(out, "DivBackward", {a, b}, [b = b.detach(), out = out.detach(), sa = a.shape(), need_b](const Tensor& g) {
     const Tensor ga = div(g, b);
-    return std::vector<Tensor>{sum_to(ga, sa), rb ? sum_to(neg(mul(ga, out)), b.shape()) : Tensor()};
+    return std::vector<Tensor>{sum_to(ga, sa), need_b ? sum_to(neg(mul(ga, out)), b.shape()) : Tensor()};
   });
 }
 

@@ -64,8 +64,9 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 
   // dA = dC B^T and dB = A^T dC, on transposed views; an operand that was broadcast over the
   // batch receives the sum of its gradients.
+  const bool ra = a.requires_grad(), rb = b.requires_grad();  // which gradients are wanted
   return record(out, out.dim() == 2 ? "MmBackward" : "BmmBackward", {a, b},
-                [a = a.detach(), b = b.detach(), ra = a.requires_grad(), rb = b.requires_grad()](const Tensor& g) {
+                [a = a.detach(), b = b.detach(), ra, rb](const Tensor& g) {
                   return std::vector<Tensor>{ra ? sum_to(matmul(g, b.transpose(-2, -1)), a.shape()) : Tensor(),
                                              rb ? sum_to(matmul(a.transpose(-2, -1), g), b.shape()) : Tensor()};
                 });

@@ -14,8 +14,10 @@ std::vector<bool> reduce_mask(const char* op, const Tensor& a, const Shape& dims
   std::vector<bool> mask(a.dim(), dims.empty());
   for (int64_t d : dims) {
     const int64_t nd = normalize_dim(op, d, a.dim());
-    LOCKSTEP_CHECK(!mask[nd] || dims.empty(), op, ": dimension ", d, " appears more than once in the list");
-    if (a.dim() > 0) mask[nd] = true;
+    // A 0-d tensor accepts dimension 0 or -1 (as PyTorch) and has nothing to mark.
+    if (a.dim() == 0) continue;
+    LOCKSTEP_CHECK(!mask[nd], op, ": dimension ", d, " appears more than once in the list");
+    mask[nd] = true;
   }
   return mask;
 }
@@ -36,7 +38,9 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
   check_defined("sum", {&a});
   const std::vector<bool> mask = reduce_mask("sum", a, dims);
   const Shape kept = reduced_shape(a, mask, true);
-  Tensor out = empty(reduced_shape(a, mask, keepdim), TensorOptions().dtype(a.dtype()).device(a.device()));
+  // Integer and bool sums are i64 (counting true values is how accuracy is computed).
+  const DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::i64;
+  Tensor out = empty(reduced_shape(a, mask, keepdim), TensorOptions().dtype(out_dtype).device(a.device()));
   cpu::sum_kernel(a, mask, out);
   // Every input element contributed once to its output: the gradient is the output gradient
   // broadcast back over the reduced dimensions.

@@ -7,7 +7,7 @@
 
 namespace lockstep {
 
-/// Sum of all elements, as a 0-d tensor.
+/// Sum of all elements, as a 0-d tensor (i64 for integer and bool tensors, as in PyTorch).
 Tensor sum(const Tensor& a);
 /// Sum over `dims` (negative dims count from the end); `keepdim` keeps them with size 1.
 Tensor sum(const Tensor& a, const Shape& dims, bool keepdim = false);
@@ -21,7 +21,8 @@ Tensor sum_to(const Tensor& a, const Shape& shape);
 
 namespace cpu {
 /// out[kept index] = sum of `a` over the dimensions with reduce[d] true; out is contiguous with
-/// the kept dimensions (keepdim or not, its layout is the same). Accumulates in double.
+/// the kept dimensions (keepdim or not, its layout is the same). Floats accumulate in double;
+/// integers and bools in int64, into an i64 `out`.
 void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out);
 }  // namespace cpu
 

@@ -57,7 +57,7 @@ bool compute_view_strides(const Tensor& t, const Shape& shape, Shape& strides) {
   }
   int64_t new_d = static_cast<int64_t>(shape.size()) - 1;
   // Walk old dimensions from the innermost, grouping those that are mutually contiguous.
-  int64_t chunk_base_stride = t.dim() ? t.strides().back() : 1;
+  int64_t chunk_base_stride = t.strides().back();
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = t.dim() - 1; d >= 0; --d) {
     tensor_numel *= t.shape()[d];
@@ -150,6 +150,12 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  // A 0-d tensor is its own transpose (PyTorch accepts dimensions 0 and -1 for it).
+  if (dim() == 0) {
+    normalize_dim("transpose", d0, 0);
+    normalize_dim("transpose", d1, 0);
+    return *this;
+  }
   Shape dims(dim());
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[normalize_dim("transpose", d0, dim())], dims[normalize_dim("transpose", d1, dim())]);
@@ -162,6 +168,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  LOCKSTEP_CHECK(dim() > 0, "slice: a 0-d tensor has no dimensions to slice");
   const int64_t nd = normalize_dim("slice", d, dim());
   LOCKSTEP_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t size = shape()[nd];
@@ -181,6 +188,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  LOCKSTEP_CHECK(dim() > 0, "select: a 0-d tensor has no dimensions to index");
   const int64_t nd = normalize_dim("select", d, dim());
   const int64_t size = shape()[nd];
   LOCKSTEP_CHECK(index >= -size && index < size, "select: index ", index, " is out of range for dimension ", d,

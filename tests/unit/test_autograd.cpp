@@ -130,3 +130,45 @@ TEST(Autograd, ViewsAreDifferentiable) {
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].to(DType::f32).to(DType::f64); },
                         {random_input({3}, 7)}, 1e-3, 1e-4, 1e-3));
 }
+
+TEST(Autograd, TheCallersGradientIsNeverReusedAsALeafGradient) {
+  // backward(g) through an op that passes g on unchanged: the leaf must get its own buffer, or
+  // zeroing (or accumulating into) x.grad would change the caller's g.
+  Tensor x = ones({3}).requires_grad_();
+  const Tensor g = from_vector({1, 2, 3}, {3});
+  (x + 0.0).backward(g);
+  (x + 0.0).backward(g);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  x.grad().zero_();
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Autograd, InPlaceChangesToRecordedTensorsAreRefused) {
+  // z is saved by MulBackward; changing it in place would silently give wrong gradients.
+  Tensor x = ones({1}).requires_grad_();
+  Tensor z = x * 2.0;
+  expect_error([&] { z.mul_(10.0); }, "mul_: a tensor that requires grad cannot be modified in place");
+  expect_error([&] { x.view({1}).fill_(7.0); }, "fill_: a tensor that requires grad cannot be modified in place");
+  NoGradGuard no_grad;
+  z.mul_(10.0);  // allowed when nothing is recorded (how optimisers update weights)
+}
+
+TEST(Autograd, BackwardChecksTheGradientsDtype) {
+  Tensor x = ones({2}).requires_grad_();
+  expect_error([&] { (x * 2.0).backward(ones({2}, TensorOptions().dtype(DType::f64))); },
+               "backward: gradient is f64 but the tensor is f32");
+}
+
+TEST(Autograd, AHookMayRemoveItself) {
+  Tensor w = ones({2}).requires_grad_();
+  int calls = 0;
+  HookHandle handle = 0;
+  handle = w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    ++calls;
+    leaf.remove_hook(handle);
+  });
+  sum(w).backward();
+  sum(w).backward();
+  EXPECT_EQ(calls, 1);
+}

@@ -188,3 +188,36 @@ TEST(Tensor, SetDataKeepsIdentityAndAutograd) {
   EXPECT_TRUE(alias.requires_grad());
   EXPECT_FALSE(alias.grad().defined());
 }
+
+TEST(Tensor, ZeroDimensionalTensorsHaveNoDimensionsToIndex) {
+  const Tensor s = full({}, 3.0);
+  expect_error([&] { s.size(0); }, "a 0-d tensor has no dimensions");
+  expect_error([&] { s[0]; }, "select: a 0-d tensor has no dimensions to index");
+  expect_error([&] { s.slice(0, 0, 1); }, "slice: a 0-d tensor has no dimensions to slice");
+  // As in PyTorch, reductions and transpose accept dimension 0 or -1 of a 0-d tensor.
+  EXPECT_EQ(sum(s, {0}).item(), 3.0);
+  EXPECT_EQ(sum(s, {0, -1}).item(), 3.0);
+  EXPECT_EQ(s.transpose(0, -1).item(), 3.0);
+}
+
+TEST(Tensor, WritesThroughExpandedViewsAreRefused) {
+  // Every element of the expanded view is the same memory: adding 40000 ones to it would race.
+  const Tensor e = zeros({1}).expand({40000});
+  expect_error([&] { e.add_(ones({40000})); }, "add_: the tensor written to is expanded (stride 0 in dimension 0)");
+  expect_error([&] { e.copy_(ones({40000})); }, "copy_: the tensor written to is expanded");
+  const Tensor column = zeros({3, 1});
+  column.expand({3, 1}).fill_(2.0);  // size-1 dimensions may have any stride
+  EXPECT_EQ(sum(column).item(), 6.0);
+}
+
+TEST(Tensor, IntegerAndBoolSumsAreExactI64) {
+  // 300 u8 ones would wrap to 44 in u8; PyTorch (and Lockstep) sum integers as i64.
+  const Tensor u8 = ones({300}, TensorOptions().dtype(DType::u8));
+  EXPECT_EQ(sum(u8).dtype(), DType::i64);
+  EXPECT_EQ(sum(u8).item<int64_t>(), 300);
+  // Counting true values: how accuracy is computed.
+  EXPECT_EQ(sum(eq(from_vector_i64({1, 2, 3}, {3}), from_vector_i64({1, 0, 3}, {3}))).item<int64_t>(), 2);
+  // Large i64 values stay exact (2^53 + 1 is not a double).
+  const int64_t big = (int64_t(1) << 53) + 1;
+  EXPECT_EQ(sum(from_vector_i64({big, 1}, {2})).item<int64_t>(), big + 1);
+}

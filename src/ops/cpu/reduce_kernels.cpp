@@ -2,6 +2,7 @@
 // element sums its own slice, so outputs can be computed in parallel without atomics; when
 // there are fewer outputs than threads (a full sum), the threads split the slice instead.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/strided_loop.h"
@@ -24,16 +25,20 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
 
   dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // Floats accumulate in double (accurate, and independent of the thread count); integers
+    // and bools in int64, exactly, and their sum is an i64 tensor, as in PyTorch.
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    using Out = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
     const T* in = static_cast<const T*>(a.storage()->data());
-    T* o = out.data_ptr<T>();
+    Out* o = out.data_ptr<Out>();
 
     // Sum one output's slice, starting at element offset `base` of the input.
     auto sum_slice = [&](int64_t base) {
-      double total = 0.0;
+      Acc total = 0;
       // A small slice: one thread walks it (for_each_row stays serial below the grain).
       if (slice < kParallelGrain) {
         for_each_row<1>(red_shape, {red_strides}, {base}, [&](std::array<int64_t, 1> b, int64_t n, std::array<int64_t, 1> s) {
-          for (int64_t i = 0; i < n; ++i) total += static_cast<double>(in[b[0] + i * s[0]]);
+          for (int64_t i = 0; i < n; ++i) total += static_cast<Acc>(in[b[0] + i * s[0]]);
         });
         return total;
       }
@@ -48,8 +53,8 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
           offset += (rest % red_shape[d]) * red_strides[d];
           rest /= red_shape[d];
         }
-        double partial = 0.0;
-        for (int64_t i = 0; i < inner; ++i) partial += static_cast<double>(in[offset + i * inner_stride]);
+        Acc partial = 0;
+        for (int64_t i = 0; i < inner; ++i) partial += static_cast<Acc>(in[offset + i * inner_stride]);
         total += partial;
       }
       return total;
@@ -65,7 +70,7 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
     // outputs, and sum_slice spreads each slice over the threads.
     const bool parallel_outputs = outputs >= 2 * get_num_threads() || slice < kParallelGrain;
 #pragma omp parallel for schedule(static) if (parallel_outputs && outputs * slice >= kParallelGrain && outputs > 1)
-    for (int64_t k = 0; k < outputs; ++k) o[k] = static_cast<T>(sum_slice(output_base(k)));
+    for (int64_t k = 0; k < outputs; ++k) o[k] = static_cast<Out>(sum_slice(output_base(k)));
   });
 }
 
