@@ -121,7 +121,7 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   /// Inserts a dimension of size 1 at `d`.
   Tensor unsqueeze(int64_t d) const;
-  /// Removes dimension `d`, which must have size 1.
+  /// Removes dimension `d` if it has size 1 (otherwise returns an unchanged view, as PyTorch).
   Tensor squeeze(int64_t d) const;
   /// Swaps two dimensions.
   Tensor transpose(int64_t d0, int64_t d1) const;
@@ -135,7 +135,7 @@ class Tensor {
   Tensor select(int64_t d, int64_t index) const;
   /// select(0, index), so `t[1][2].item()` reads one element.
   Tensor operator[](int64_t index) const { return select(0, index); }
-  /// Broadcasts size-1 dimensions to `shape` with stride 0 (no copy).
+  /// Broadcasts size-1 dimensions to `shape` with stride 0 (no copy); -1 keeps a size.
   Tensor expand(const Shape& shape) const;
 
   // Copies and conversions

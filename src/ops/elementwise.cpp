@@ -19,7 +19,7 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   check_same_device(name, {&a, &b});
   check_same_dtype(name, {&a, &b});
   Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), TensorOptions().dtype(out_dtype).device(a.device()));
-  cpu::binary_kernel(op, a, b, out);
+  cpu::binary_kernel(name, op, a, b, out);
   return out;
 }
 
@@ -34,7 +34,7 @@ Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& 
 Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
   check_defined(name, {&a});
   Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
-  cpu::unary_kernel(op, a, out);
+  cpu::unary_kernel(name, op, a, out);
   return out;
 }
 

@@ -123,8 +123,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   const int64_t nd = normalize_dim("squeeze", d, dim());
-  LOCKSTEP_CHECK(dim() > 0 && shape()[nd] == 1, "squeeze: dimension ", d, " has size ",
-                 dim() ? shape()[nd] : 0, ", only a dimension of size 1 can be removed");
+  // As in PyTorch, squeezing a dimension that is not of size 1 (or a 0-d tensor) changes nothing.
+  if (dim() == 0 || shape()[nd] != 1) return view(this->shape());
   Shape shape = this->shape();
   shape.erase(shape.begin() + nd);
   return view(shape);
@@ -197,9 +197,17 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return slice(nd, i, i + 1).squeeze(nd);
 }
 
-Tensor Tensor::expand(const Shape& shape) const {
-  LOCKSTEP_CHECK(static_cast<int64_t>(shape.size()) >= dim(), "expand: the target ", shape_str(shape),
+Tensor Tensor::expand(const Shape& requested) const {
+  LOCKSTEP_CHECK(static_cast<int64_t>(requested.size()) >= dim(), "expand: the target ", shape_str(requested),
                  " has fewer dimensions than the tensor's ", shape_str(this->shape()));
+  // -1 keeps the size of the matching existing dimension (PyTorch's convention).
+  Shape shape = requested;
+  const int64_t lead = static_cast<int64_t>(shape.size()) - dim();
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (shape[i] != -1) continue;
+    LOCKSTEP_CHECK(i >= lead, "expand: -1 is not allowed for the new leading dimension ", i, " in ", shape_str(requested));
+    shape[i] = this->shape()[i - lead];
+  }
   Tensor out = make_view(*this, shape, broadcast_strides(*this, shape, "expand"), offset());
   return record(out, "ExpandBackward", {*this}, [in_shape = this->shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, in_shape)};

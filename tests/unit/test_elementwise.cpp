@@ -77,7 +77,8 @@ TEST(Elementwise, Errors) {
   expect_error([&] { mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64))); },
                "mul: expected all tensors to have the same dtype, got f32 and f64");
   EXPECT_THROW(add(a, Tensor()), Error);
-  EXPECT_THROW(exp(from_vector_i64({1}, {1})), Error);
+  expect_error([] { exp(from_vector_i64({1}, {1})); }, "exp: expected a f32 or f64 tensor, got i64");
+  expect_error([] { add(from_vector_i64({1}, {1}), from_vector_i64({1}, {1})); }, "add: expected a f32 or f64 tensor");
 }
 
 TEST(Reduce, SumAndMeanOverDims) {

@@ -75,6 +75,7 @@ TEST(Tensor, ViewNeedsCompatibleStridesReshapeCopies) {
   EXPECT_EQ(x.flatten().shape(), (Shape{12}));
   EXPECT_EQ(x.unsqueeze(1).shape(), (Shape{3, 1, 4}));
   EXPECT_EQ(x.unsqueeze(1).squeeze(1).shape(), (Shape{3, 4}));
+  EXPECT_EQ(x.squeeze(0).shape(), (Shape{3, 4}));  // not of size 1: unchanged, as in PyTorch
   // A transpose cannot be flattened without a copy.
   expect_error([&] { x.t().view({12}); }, "use reshape()");
   Tensor r = x.t().reshape({12});
@@ -92,6 +93,8 @@ TEST(Tensor, ExpandUsesStrideZero) {
   EXPECT_EQ(e.strides(), (Shape{0, 1}));
   EXPECT_EQ(sum(e).item(), 24.0);
   expect_error([&] { row.expand({4, 2}); }, "cannot broadcast shape [1, 3] to [4, 2]");
+  EXPECT_EQ(row.expand({2, 4, -1}).shape(), (Shape{2, 4, 3}));  // -1 keeps the size
+  expect_error([&] { row.expand({-1, 1, 3}); }, "-1 is not allowed for the new leading dimension 0");
 }
 
 TEST(Tensor, ItemAndElementAccess) {

@@ -56,10 +56,10 @@ void unary_loop(const Tensor& a, const Tensor& out, F f) {
 
 }  // namespace
 
-void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   // Comparisons work on every numeric type (e.g. predicted vs true i64 labels)...
   if (out.dtype() == DType::boolean) {
-    return dispatch_numeric(a.dtype(), "comparison", [&](auto tag) {
+    return dispatch_numeric(a.dtype(), name, [&](auto tag) {
       using T = typename decltype(tag)::type;
       switch (op) {
         case BinaryOp::Eq: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x == y; });
@@ -73,7 +73,7 @@ void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
     });
   }
   // ...arithmetic only on floating types.
-  dispatch_floating(a.dtype(), "elementwise op", [&](auto tag) {
+  dispatch_floating(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (op) {
       case BinaryOp::Add: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x + y; });
@@ -88,8 +88,8 @@ void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& 
   });
 }
 
-void unary_kernel(UnaryOp op, const Tensor& a, const Tensor& out) {
-  dispatch_floating(a.dtype(), "elementwise op", [&](auto tag) {
+void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out) {
+  dispatch_floating(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (op) {
       case UnaryOp::Neg: return unary_loop<T>(a, out, [](T x) { return -x; });

@@ -20,10 +20,11 @@ enum class BinaryOp {
 enum class UnaryOp { Neg, Exp, Log, Relu, Sigmoid, Tanh };
 
 namespace cpu {
-/// out = op(a, b) with broadcasting; a and b share a floating dtype (out is bool for comparisons).
-void binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-/// out = op(a); a floating, out contiguous with a's shape and dtype.
-void unary_kernel(UnaryOp op, const Tensor& a, const Tensor& out);
+/// out = op(a, b) with broadcasting; a and b share a floating dtype (out is bool for
+/// comparisons); `name` is the op's name for error messages.
+void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+/// out = op(a); a floating, out contiguous with a's shape and dtype; `name` as above.
+void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out);
 }  // namespace cpu
 
 }  // namespace lockstep
