@@ -177,7 +177,9 @@ TEST(Device, ParsesAndPrints) {
   EXPECT_EQ(Device::cuda(1).str(), "cuda:1");
   // A build without CUDA sees no devices; with CUDA but no GPU (as on CI machines) the failing
   // driver query also means 0 devices, and asking for one is a sentence, not a crash.
-  if (!built_with_cuda()) EXPECT_EQ(cuda_device_count(), 0);
+  if (!built_with_cuda()) {
+    EXPECT_EQ(cuda_device_count(), 0);
+  }
   if (cuda_device_count() == 0) expect_error([] { empty({1}, TensorOptions().device(Device::cuda(0))); }, "cannot use cuda:0");
 }
 
