@@ -96,8 +96,8 @@ void Adam::step() {
     AdamStep s{lr(), beta1_, beta2_, eps_, weight_decay_, decoupled_weight_decay_, 0.0, 0.0};
     s.step_size = s.lr / (1.0 - std::pow(beta1_, t));
     s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t));
-    const Tensor& exp_avg = state(i, "exp_avg");
-    const Tensor& exp_avg_sq = state(i, "exp_avg_sq");
+    const Tensor& exp_avg = state_entry(i, "exp_avg");
+    const Tensor& exp_avg_sq = state_entry(i, "exp_avg_sq");
     dispatch_floating(param.dtype(), name().c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       adam_update<T>(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
