@@ -16,7 +16,7 @@ DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-d
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 
-.PHONY: all deps configure build test docs clean help compare-torch $(CHAPTERS)
+.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check $(CHAPTERS)
 
 all: build
 
@@ -27,6 +27,8 @@ help:
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
+	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
+	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
 	@echo "make clean      remove build/ and the copied chapter programs"
 
 # Installs only what is missing. As root it runs apt-get; otherwise it prints the one command.
@@ -81,3 +83,19 @@ compare-torch: chapter2
 
 clean:
 	rm -rf $(BUILD_DIR) $(CHAPTERS)
+
+# A GPU machine may have CUDA but none of the Debian packages above and no package registry.
+# `make gpu-deps` (here, with network) unpacks the packages' files into .deps/root; copy the
+# repository with .deps to the GPU machine and run `make gpu-check` there: CMake finds
+# everything under .deps/root/usr through CMAKE_PREFIX_PATH.
+GPU_DEPS := libcli11-dev nlohmann-json3-dev libstb-dev libgtest-dev libbenchmark-dev libbenchmark1debian \
+  zlib1g-dev dataset-fashion-mnist
+gpu-deps:
+	@mkdir -p .deps/debs .deps/root
+	@cd .deps/debs && apt-get download $(GPU_DEPS)
+	@for deb in .deps/debs/*.deb; do dpkg -x $$deb .deps/root; done
+	@echo "Unpacked into .deps/root: $(GPU_DEPS)"
+
+GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
+gpu-check:
+	@tests/gpu/check_on_gpu.sh $(GPU_LOGS)

@@ -6,6 +6,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/zero_grad.h"
+#include "core/cuda_context.h"
+#include "core/cuda_memory.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/cuda_memory.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -37,7 +38,7 @@ Allocator& allocator_for(Device device) {
                  ": Lockstep was built without CUDA (install the CUDA toolkit and rebuild, or use --device cpu)");
   LOCKSTEP_CHECK(device.index() < cuda_device_count(), "cannot use ", device, ": this machine has ",
                  cuda_device_count(), " CUDA device(s) (use --device cpu)");
-  throw Error(detail::concat("cannot use ", device, ": tensors on CUDA devices are not supported yet (use --device cpu)"));
+  return cuda::caching_allocator(device.index());
 }
 
 }  // namespace lockstep

@@ -19,6 +19,8 @@ class Allocator {
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   /// The device this allocator serves.
   virtual Device device() const = 0;
+  /// Whether the memory is pinned (page-locked) host memory, which GPUs can copy from directly.
+  virtual bool pinned() const { return false; }
 };
 
 /// Alignment of every CPU allocation, in bytes.

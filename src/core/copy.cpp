@@ -1,5 +1,6 @@
 #include "core/copy.h"
 
+#include "core/cuda_copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/strided_loop.h"
@@ -21,9 +22,6 @@ Shape broadcast_strides(const Tensor& t, const Shape& target, const char* op) {
 }
 
 namespace {
-void check_cpu(const Tensor& t, const char* op) {
-  LOCKSTEP_CHECK(t.device().is_cpu(), op, ": tensors on ", t.device(), " are not supported yet");
-}
 // A destination with a stride-0 (expanded) dimension would write several results into one
 // memory location, and under OpenMP race on it.
 void check_writable(const Tensor& dst, const char* op) {
@@ -40,9 +38,10 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 }  // namespace
 
 void copy_strided(const Tensor& src, const Tensor& dst) {
-  check_same_device(src, dst, "copy_");
-  check_cpu(dst, "copy_");
+  // Across devices the data first travels to dst's device, then lands in dst's layout there.
+  if (src.device() != dst.device()) return copy_strided(src.detach().to(dst.device()), dst);
   check_writable(dst, "copy_");
+  if (dst.device().is_cuda()) return cuda::copy_kernel(src, dst);
   const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape(), "copy_")};
   const std::array<int64_t, 2> offsets{dst.offset(), src.offset()};
   dispatch_all(dst.dtype(), [&](auto out_tag) {
@@ -61,8 +60,8 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
 }
 
 void fill_strided(const Tensor& dst, double value) {
-  check_cpu(dst, "fill_");
   check_writable(dst, "fill_");
+  if (dst.device().is_cuda()) return cuda::fill_kernel(dst, value);
   dispatch_all(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
@@ -75,10 +74,10 @@ void fill_strided(const Tensor& dst, double value) {
 
 void axpy_strided(double alpha, const Tensor& src, const Tensor& dst) {
   check_same_device(src, dst, "add_");
-  check_cpu(dst, "add_");
   check_writable(dst, "add_");
   LOCKSTEP_CHECK(src.dtype() == dst.dtype(), "add_: expected both tensors to have the same dtype, got ",
                  dtype_name(dst.dtype()), " and ", dtype_name(src.dtype()));
+  if (dst.device().is_cuda()) return cuda::axpy_kernel(alpha, src, dst);
   const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape(), "add_")};
   dispatch_floating(dst.dtype(), "add_", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -99,8 +98,8 @@ void axpy_strided(double alpha, const Tensor& src, const Tensor& dst) {
 }
 
 void scale_strided(double value, const Tensor& dst) {
-  check_cpu(dst, "mul_");
   check_writable(dst, "mul_");
+  if (dst.device().is_cuda()) return cuda::scale_kernel(value, dst);
   dispatch_floating(dst.dtype(), "mul_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);

@@ -1,6 +1,7 @@
 /// \file
 /// The elementwise building blocks that Tensor itself needs (contiguous(), to(dtype), fill_,
-/// copy_, add_, mul_): strided loops over one or two tensors on the same device.
+/// copy_, add_, mul_): strided loops over one or two tensors on the same device, on the CPU here and
+/// in cuda_copy.h on a GPU.
 #pragma once
 
 #include "core/tensor.h"
@@ -8,7 +9,7 @@
 namespace lockstep {
 
 /// dst[i] = src[i] for every index of dst, converting the dtype; src must be broadcastable to
-/// dst's shape and on the same device.
+/// dst's shape. A src on another device is first copied to dst's device.
 void copy_strided(const Tensor& src, const Tensor& dst);
 /// dst[i] = value for every element of dst (any layout).
 void fill_strided(const Tensor& dst, double value);

@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include "core/cuda_api.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -25,3 +26,12 @@ std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_st
 std::ostream& operator<<(std::ostream& out, const Device& device) { return out << device.str(); }
 
 }  // namespace lockstep
+
+namespace lockstep::detail {
+
+void throw_built_without_cuda(const char* what) {
+  throw Error(concat(what, ": Lockstep was built without CUDA (install the CUDA toolkit and rebuild, or use "
+                           "--device cpu)"));
+}
+
+}  // namespace lockstep::detail

@@ -27,6 +27,8 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   /// The device the memory lives on.
   Device device() const { return allocator_.device(); }
+  /// Whether the memory is pinned host memory.
+  bool pinned() const { return allocator_.pinned(); }
 
  private:
   void* data_;

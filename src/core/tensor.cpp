@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/copy.h"
+#include "core/cuda_memory.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/generator.h"
@@ -88,7 +89,10 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) LOCKSTEP_CHECK(s >= 0, "cannot create a tensor with negative size in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(options.dtype());
-  impl->storage = std::make_shared<Storage>(nbytes, allocator_for(options.device()));
+  LOCKSTEP_CHECK(!options.pinned_memory() || options.device().is_cpu(), "empty: only CPU memory can be pinned, ",
+                 options.device(), " was asked for");
+  Allocator& allocator = options.pinned_memory() ? cuda::pinned_allocator() : allocator_for(options.device());
+  impl->storage = std::make_shared<Storage>(nbytes, allocator);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype();
@@ -190,7 +194,7 @@ template <class T>
 T Tensor::item() const {
   LOCKSTEP_CHECK(numel() == 1, "item: only a one-element tensor can be converted to a number, this one has shape ",
                  shape_str(shape()));
-  return to(Device::cpu()).to_vector<T>()[0];
+  return detach().to(Device::cpu()).to_vector<T>()[0];
 }
 
 double Tensor::item() const { return item<double>(); }

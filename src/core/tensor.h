@@ -53,17 +53,22 @@ class TensorOptions {
   TensorOptions& device(Device value) { device_ = value; return *this; }
   /// Sets whether the new tensor is a leaf that requires grad (default false).
   TensorOptions& requires_grad(bool value) { requires_grad_ = value; return *this; }
+  /// Sets whether a CPU tensor is allocated in pinned host memory (default false; needs CUDA).
+  TensorOptions& pinned_memory(bool value) { pinned_memory_ = value; return *this; }
   /// The element type.
   DType dtype() const { return dtype_; }
   /// The device.
   Device device() const { return device_; }
   /// Whether the tensor will require grad.
   bool requires_grad() const { return requires_grad_; }
+  /// Whether the memory will be pinned host memory.
+  bool pinned_memory() const { return pinned_memory_; }
 
  private:
   DType dtype_ = DType::f32;
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
+  bool pinned_memory_ = false;
 };
 
 /// An n-dimensional array with autograd, like torch.Tensor. A default-constructed Tensor is
@@ -146,8 +151,15 @@ class Tensor {
   /// A copy converted to `dtype` (this tensor if it already has that dtype; differentiable).
   Tensor to(DType dtype) const;
   /// A copy on `device` (this tensor if it is already there; differentiable). Unlike
-  /// Module::to, the original is left where it was.
-  Tensor to(Device device) const;
+  /// Module::to, the original is left where it was. With `non_blocking`, a copy from pinned
+  /// memory to a GPU (or from a GPU) is only queued on the GPU's stream and the call returns at
+  /// once, as in PyTorch; the result is safe to use in later GPU work, which runs after it.
+  Tensor to(Device device, bool non_blocking = false) const;
+  /// A contiguous copy in pinned (page-locked) host memory, from which GPU copies are faster
+  /// and can be asynchronous (this tensor if it is already pinned). Needs a CUDA build.
+  Tensor pin_memory() const;
+  /// Whether the data lives in pinned host memory.
+  bool is_pinned() const;
   /// The value of a one-element tensor, as double.
   double item() const;
   /// The value of a one-element tensor, as T.

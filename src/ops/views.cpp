@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "core/copy.h"
+#include "core/cuda_copy.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/reduce.h"
@@ -233,11 +234,27 @@ Tensor Tensor::to(DType target) const {
   });
 }
 
-Tensor Tensor::to(Device target) const {
+Tensor Tensor::to(Device target, bool non_blocking) const {
   if (target == device()) return *this;
   // Allocating on the target reports why a device cannot be used (no CUDA build, no GPU).
   Tensor out = empty(shape(), TensorOptions().dtype(dtype()).device(target));
-  throw Error(detail::concat("to: copies between ", device(), " and ", out.device(), " are not supported yet"));
+  // Bytes cross between devices as one dense block, so a strided view is first made
+  // contiguous where it lives.
+  cuda::copy_between_devices(detach().contiguous(), out, non_blocking);
+  // The gradient of a copy is the gradient itself, copied back to where the input lives.
+  return record(out, "ToCopyBackward", {*this}, [source = device()](const Tensor& g) {
+    return std::vector<Tensor>{g.to(source)};
+  });
 }
+
+Tensor Tensor::pin_memory() const {
+  LOCKSTEP_CHECK(device().is_cpu(), "pin_memory: only CPU tensors can be pinned, this one is on ", device());
+  if (is_pinned()) return *this;
+  Tensor out = empty(shape(), TensorOptions().dtype(dtype()).pinned_memory(true));
+  copy_strided(*this, out);
+  return record(out, "PinMemoryBackward", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+bool Tensor::is_pinned() const { return storage()->pinned(); }
 
 }  // namespace lockstep

@@ -1,0 +1,187 @@
+// The caching allocator behind every CUDA tensor (see core/cuda_memory.h for why it exists),
+// and the allocator of pinned host memory.
+//
+// Requests are rounded up to a size class: multiples of 512 bytes up to 1 MiB, multiples of
+// 2 MiB above. A freed block goes onto its class's free list; an allocation first looks there.
+// Only when the list is empty does it call cudaMalloc, and if the GPU is full it returns every
+// cached block to the driver and tries once more before reporting out-of-memory.
+//
+// Free lists are kept per stream: a block is only reused by work on the stream it was
+// allocated for, whose order makes the reuse safe. (A tensor used on a second stream must be
+// kept alive until that stream is done with it; PyTorch's record_stream solves the same
+// problem.)
+#include <cuda_runtime.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cuda/check.cuh"
+#include "core/cuda/launch.cuh"
+#include "core/cuda_memory.h"
+
+namespace lockstep::cuda {
+
+namespace {
+
+constexpr size_t kSmallQuantum = 512;               // small blocks: 512-byte steps
+constexpr size_t kLargeThreshold = size_t(1) << 20;  // 1 MiB
+constexpr size_t kLargeQuantum = size_t(2) << 20;    // large blocks: 2 MiB steps
+
+size_t size_class(size_t nbytes) {
+  const size_t quantum = nbytes <= kLargeThreshold ? kSmallQuantum : kLargeQuantum;
+  return (std::max<size_t>(nbytes, 1) + quantum - 1) / quantum * quantum;
+}
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+class CachingAllocator final : public Allocator {
+ public:
+  explicit CachingAllocator(int index) : device_(Device::cuda(index)) {}
+
+  void* allocate(size_t nbytes) override {
+    const size_t size = size_class(nbytes);
+    const cudaStream_t stream = stream_for(device_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A cached block of this class: reuse it (the common case after the first training step).
+    auto& free_list = free_blocks_[{stream, size}];
+    void* ptr = nullptr;
+    if (!free_list.empty()) {
+      ptr = free_list.back();
+      free_list.pop_back();
+      ++stats_.cache_hits;
+    } else {
+      ptr = allocate_from_driver(size);
+    }
+    block_stream_[ptr] = stream;
+    stats_.allocated_bytes += static_cast<int64_t>(size);
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Keep the block: work already queued on the stream may still read it, and any later user
+    // of the block is queued after that work on the same stream.
+    const auto owner = block_stream_.find(ptr);
+    free_blocks_[{owner->second, size}].push_back(ptr);
+    block_stream_.erase(owner);
+    stats_.allocated_bytes -= static_cast<int64_t>(size);
+  }
+
+  Device device() const override { return device_; }
+
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_cached();
+  }
+
+ private:
+  // Called with the mutex held.
+  void* allocate_from_driver(size_t size) {
+    DeviceGuard guard(device_);
+    void* ptr = nullptr;
+    cudaError_t status = cudaMalloc(&ptr, size);
+    if (status == cudaErrorMemoryAllocation) {
+      // Cached blocks of other sizes may be what fills the GPU: give them back and retry.
+      cudaGetLastError();
+      release_cached();
+      status = cudaMalloc(&ptr, size);
+    }
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw Error(lockstep::detail::concat(device_, " is out of memory: tried to allocate ", mib(size), " MiB with ",
+                                           mib(stats_.allocated_bytes), " MiB already in use by tensors (use a smaller "
+                                           "--batch-size or model)"));
+    }
+    LOCKSTEP_CUDA_CHECK(status);
+    ++stats_.cuda_mallocs;
+    stats_.reserved_bytes += static_cast<int64_t>(size);
+    return ptr;
+  }
+
+  // Called with the mutex held. cudaFree waits for the device, so finish queued work first.
+  void release_cached() {
+    DeviceGuard guard(device_);
+    LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
+    for (auto& [key, blocks] : free_blocks_) {
+      for (void* ptr : blocks) {
+        LOCKSTEP_CUDA_CHECK(cudaFree(ptr));
+        stats_.reserved_bytes -= static_cast<int64_t>(key.second);
+      }
+      blocks.clear();
+    }
+  }
+
+  const Device device_;
+  std::mutex mutex_;
+  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_blocks_;  // (stream, size class) -> cached
+  std::unordered_map<void*, cudaStream_t> block_stream_;  // block handed out -> its stream
+  MemoryStats stats_;
+};
+
+// Pinned host memory straight from the driver, uncached. cudaFreeHost waits for the device,
+// so a non-blocking copy from a pinned buffer can never outlive the buffer.
+class PinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    void* ptr = nullptr;
+    const cudaError_t status = cudaHostAlloc(&ptr, std::max<size_t>(nbytes, 1), cudaHostAllocDefault);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw Error(lockstep::detail::concat("pin_memory: could not pin ", mib(nbytes), " MiB of host memory"));
+    }
+    LOCKSTEP_CUDA_CHECK(status);
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t /*nbytes*/) override { LOCKSTEP_CUDA_CHECK(cudaFreeHost(ptr)); }
+  Device device() const override { return Device::cpu(); }
+  bool pinned() const override { return true; }
+};
+
+constexpr int kMaxDevices = 64;
+
+CachingAllocator& allocator_of(Device device) {
+  LOCKSTEP_CHECK(device.is_cuda(), "memory statistics: expected a CUDA device, got ", device);
+  return static_cast<CachingAllocator&>(caching_allocator(device.index()));
+}
+
+}  // namespace
+
+Allocator& caching_allocator(int index) {
+  LOCKSTEP_CHECK(index >= 0 && index < kMaxDevices, "caching_allocator: no CUDA device ", index);
+  // Never destroyed: tensors that live until exit may still free their blocks after static
+  // destructors would have run, and the driver reclaims all device memory at exit anyway.
+  static auto* allocators = new std::array<std::unique_ptr<CachingAllocator>, kMaxDevices>();
+  static std::mutex creating;
+  std::lock_guard<std::mutex> lock(creating);
+  auto& slot = (*allocators)[index];
+  if (!slot) slot = std::make_unique<CachingAllocator>(index);
+  return *slot;
+}
+
+Allocator& pinned_allocator() {
+  LOCKSTEP_CHECK(cuda_device_count() > 0, "pin_memory: pinned memory needs a CUDA device, and this machine has none");
+  static auto* allocator = new PinnedAllocator();
+  return *allocator;
+}
+
+MemoryStats memory_stats(Device device) { return allocator_of(device).stats(); }
+void reset_peak_memory_stats(Device device) { allocator_of(device).reset_peak(); }
+void empty_cache(Device device) { allocator_of(device).empty_cache(); }
+
+}  // namespace lockstep::cuda

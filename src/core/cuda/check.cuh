@@ -1,0 +1,44 @@
+// Every CUDA runtime and cuBLAS call in Lockstep goes through one of these macros, so that a
+// failure becomes a lockstep::Error naming the call and where it was made, e.g.
+//   "src/ops/cuda/gemm.cu:88: cuBLAS error CUBLAS_STATUS_INVALID_VALUE in cublasSgemm(...)"
+// instead of a silently wrong result. Kernel launches report nothing by themselves; call
+// LOCKSTEP_CUDA_CHECK_LAUNCH() right after each one.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lockstep::cuda::detail {
+
+// "/home/me/lockstep/src/ops/cuda/gemm.cu" -> "src/ops/cuda/gemm.cu": the part a reader can find.
+inline const char* source_path(const char* file) {
+  const char* found = nullptr;
+  for (const char* p = std::strstr(file, "src/"); p != nullptr; p = std::strstr(p + 1, "src/")) found = p;
+  return found != nullptr ? found : file;
+}
+
+inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  throw Error(lockstep::detail::concat(source_path(file), ":", line, ": CUDA error ", cudaGetErrorName(status), " (",
+                                       cudaGetErrorString(status), ") in ", call));
+}
+
+inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(lockstep::detail::concat(source_path(file), ":", line, ": cuBLAS error ", cublasGetStatusName(status),
+                                       " (", cublasGetStatusString(status), ") in ", call));
+}
+
+}  // namespace lockstep::cuda::detail
+
+// Checks a cudaError_t returned by a CUDA runtime call.
+#define LOCKSTEP_CUDA_CHECK(call) ::lockstep::cuda::detail::check_cuda((call), #call, __FILE__, __LINE__)
+// Checks a cublasStatus_t returned by a cuBLAS call.
+#define LOCKSTEP_CUBLAS_CHECK(call) ::lockstep::cuda::detail::check_cublas((call), #call, __FILE__, __LINE__)
+// Checks that the kernel launched just before was accepted (bad grid size, missing image for
+// this GPU architecture, ...). Errors inside the kernel surface at the next synchronisation.
+#define LOCKSTEP_CUDA_CHECK_LAUNCH() LOCKSTEP_CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,46 @@
+// Moving bytes between the CPU and a GPU, or between GPUs: cudaMemcpyAsync on the GPU's
+// current stream (the destination's for host-to-device and device-to-device copies, the
+// source's for device-to-host), so the copy runs after the kernels that produced the data and
+// before those that consume it. Unless the caller asked for a non-blocking copy, the host then
+// waits for the stream.
+//
+// Pinned versus pageable host memory: the GPU's copy engines can only read and write pinned
+// (page-locked) memory. A copy from pageable memory is first staged by the driver through a
+// pinned buffer, which costs bandwidth and forces the host to wait; a copy from pinned memory
+// is a single DMA transfer that the host does not have to wait for.
+#include "core/cuda/launch.cuh"
+#include "core/cuda_copy.h"
+
+namespace lockstep::cuda {
+
+void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blocking) {
+  LOCKSTEP_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+                 "copy_between_devices: expected two contiguous tensors of one dtype and size, got ",
+                 shape_str(src.shape()), " ", dtype_name(src.dtype()), " and ", shape_str(dst.shape()), " ",
+                 dtype_name(dst.dtype()));
+  const size_t nbytes = static_cast<size_t>(src.numel()) * element_size(src.dtype());
+  if (nbytes == 0) return;
+  // The GPU whose stream orders the copy: the destination's, unless the destination is the CPU.
+  const Device gpu = dst.device().is_cuda() ? dst.device() : src.device();
+  DeviceGuard guard(gpu);
+  const cudaStream_t stream = stream_for(gpu);
+  if (src.device().is_cuda() && dst.device().is_cuda() && src.device() != dst.device()) {
+    // Between two GPUs the destination's stream must also wait for the source's pending work.
+    cudaEvent_t produced;
+    {
+      DeviceGuard source_guard(src.device());
+      LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+      LOCKSTEP_CUDA_CHECK(cudaEventRecord(produced, stream_for(src.device())));
+    }
+    LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream, produced, 0));
+    LOCKSTEP_CUDA_CHECK(cudaEventDestroy(produced));
+  }
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), nbytes, cudaMemcpyDefault, stream));
+  // A device-to-host copy into pageable memory must be complete before the host reads it, and
+  // so must any copy the caller wants finished; only copies that the stream orders (to a GPU,
+  // or into pinned memory on request) may be left running.
+  const bool host_reads_now = dst.device().is_cpu() && !dst.is_pinned();
+  if (!non_blocking || host_reads_now) LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace lockstep::cuda

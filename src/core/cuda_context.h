@@ -1,0 +1,29 @@
+/// \file
+/// The CUDA runtime state Lockstep keeps per device: the stream kernels are queued on, and
+/// waiting for it. All of Lockstep's work on `cuda:N` goes to one stream per device (created
+/// on first use), so kernels, copies and cuBLAS calls run in the order they were issued and
+/// the CPU only waits where a value is needed on the host (item(), copies to the CPU).
+/// Chapter 4 adds a second stream for communication, ordered against this one with events.
+#pragma once
+
+#include <string>
+
+#include "core/cuda_api.h"
+#include "core/device.h"
+
+namespace lockstep::cuda {
+
+/// A CUDA stream (a cudaStream_t inside `.cu` files), opaque to code that does not include CUDA.
+using StreamHandle = void*;
+
+/// The stream Lockstep's kernels on `device` are queued on (created on first use).
+LOCKSTEP_CUDA_FN(StreamHandle current_stream(Device device))
+/// Makes `stream` the current stream of `device` (nullptr restores Lockstep's own stream).
+LOCKSTEP_CUDA_FN(void set_current_stream(Device device, StreamHandle stream))
+/// Blocks the calling CPU thread until all work queued on `device`'s current stream is done,
+/// and reports any error a kernel raised meanwhile.
+LOCKSTEP_CUDA_FN(void synchronize(Device device))
+/// The GPU's name as the driver reports it, e.g. "NVIDIA H100 80GB HBM3".
+LOCKSTEP_CUDA_FN(std::string device_name(Device device))
+
+}  // namespace lockstep::cuda

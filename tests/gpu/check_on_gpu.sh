@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one run, for a machine with an NVIDIA GPU and the CUDA
+# toolkit: build, the GPU tests, compute-sanitizer on them, the chapters on the GPU, the
+# benchmarks, and PyTorch on the same GPU for comparison. Usage:
+#   tests/gpu/check_on_gpu.sh LOGDIR      (or: make gpu-check GPU_LOGS=LOGDIR)
+# Writes LOGDIR/gpu-check.log (every step's output) and LOGDIR/summary.txt (one line per step
+# with its exit status). Steps go on after a failure, so one run shows everything.
+# Dependencies missing on the machine are taken from .deps/root if it exists (make gpu-deps).
+set -u
+LOGDIR=${1:-build/gpu-logs}
+BUILD=${GPU_BUILD_DIR:-build-gpu}
+JOBS=$(nproc)
+mkdir -p "$LOGDIR"
+LOG="$LOGDIR/gpu-check.log"
+SUMMARY="$LOGDIR/summary.txt"
+: >"$LOG"
+: >"$SUMMARY"
+
+CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release)
+if [ -d .deps/root/usr ]; then
+  CMAKE_ARGS+=("-DCMAKE_PREFIX_PATH=$PWD/.deps/root/usr")
+  export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  [ -d .deps/root/usr/share/datasets/fashion-mnist ] && export LOCKSTEP_DATA="$PWD/.deps/root/usr/share/datasets/fashion-mnist"
+fi
+
+# step NAME COMMAND...: runs the command, appends its output to the log, records its status.
+step() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  printf '\n===== %s: %s\n' "$name" "$*" >>"$LOG"
+  "$@" >>"$LOG" 2>&1
+  local status=$?
+  printf '%-22s exit %3d  %4ds\n' "$name" "$status" $((SECONDS - start)) | tee -a "$SUMMARY"
+}
+
+TRAIN=(--model cnn --epochs 2 --batch-size 64 --lr 0.05)
+step gpu_info nvidia-smi
+step configure cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}"
+step build cmake --build "$BUILD" -j "$JOBS"
+step gpu_tests "$BUILD/tests/gpu_tests"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests"
+step unit_tests "$BUILD/tests/unit_tests"
+step chapter1_cuda "$BUILD/chapter1" --device cuda
+step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
+step chapter2_cpu "$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS"
+step torch_cuda python3 tests/reference/chapter2_torch.py --device cuda "${TRAIN[@]}"
+step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
+step bench_gemm "$BUILD/tests/bench_cuda_gemm"
+echo "Log: $LOG"

@@ -1,0 +1,75 @@
+// Helpers for the GPU tests: every CUDA kernel is checked against the CPU kernel, which the
+// unit tests check against finite differences and PyTorch. A test builds random CPU inputs,
+// runs the same function on the CPU and on cuda:0, and compares outputs and gradients.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lockstep.h"
+
+namespace lockstep::test {
+
+/// The GPU every test runs on.
+inline Device gpu() { return Device::cuda(0); }
+
+/// Random values in [-1, 1) of `dtype` (never all zero), on the CPU.
+inline Tensor random_cpu(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
+  Generator g(seed);
+  return (rand(shape, TensorOptions().dtype(DType::f64), &g) * 2.0 - 1.0).to(dtype).detach();
+}
+
+/// Expects `actual` (any device) to match `expected` (the CPU reference) elementwise:
+/// |actual - expected| <= atol + rtol * |expected|, with NaN matching NaN. Reports the first
+/// mismatch, prefixed by `what`.
+inline void expect_close(const Tensor& expected, const Tensor& actual, double rtol, double atol,
+                         const std::string& what) {
+  ASSERT_EQ(expected.shape(), actual.shape()) << what << ": shapes differ";
+  const std::vector<double> e = expected.to(Device::cpu()).to_vector<double>();
+  const std::vector<double> a = actual.to(Device::cpu()).to_vector<double>();
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (std::isnan(e[i]) && std::isnan(a[i])) continue;
+    const double tolerance = atol + rtol * std::abs(e[i]);
+    if (!(std::abs(a[i] - e[i]) <= tolerance)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << a[i] << " on the GPU but " << e[i]
+                    << " on the CPU (tolerance " << tolerance << ")";
+      return;
+    }
+  }
+}
+
+/// Runs `fn` on `inputs` (CPU tensors; those that require grad get gradients) and on copies of
+/// them on cuda:0, then compares the outputs and, for a floating output, the gradients of every
+/// input that requires grad after backward of sum(output * w) for a fixed random w.
+inline void expect_parity(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, double rtol, double atol, const std::string& what) {
+  std::vector<Tensor> on_cpu, on_gpu;
+  for (const Tensor& x : inputs) {
+    on_cpu.push_back(x.detach().clone());
+    on_gpu.push_back(x.detach().to(gpu()));
+    if (x.requires_grad()) {
+      on_cpu.back().requires_grad_(true);
+      on_gpu.back().requires_grad_(true);
+    }
+  }
+  const Tensor out_cpu = fn(on_cpu);
+  const Tensor out_gpu = fn(on_gpu);
+  ASSERT_TRUE(out_gpu.device() == gpu()) << what << ": the result is on " << out_gpu.device();
+  expect_close(out_cpu, out_gpu, rtol, atol, what + " (forward)");
+  if (!out_cpu.requires_grad()) return;
+
+  const Tensor w = random_cpu(out_cpu.shape(), 4321, out_cpu.dtype());
+  sum(mul(out_cpu, w)).backward();
+  sum(mul(out_gpu, w.to(gpu()))).backward();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].requires_grad()) continue;
+    ASSERT_TRUE(on_gpu[k].grad().defined()) << what << ": input " << k << " got no gradient on the GPU";
+    expect_close(on_cpu[k].grad(), on_gpu[k].grad(), rtol, atol, what + " (gradient of input " + std::to_string(k) + ")");
+  }
+}
+
+}  // namespace lockstep::test

@@ -1,0 +1,71 @@
+// The caching allocator: freed blocks are reused instead of going back to cudaMalloc, and the
+// statistics say so.
+#include <gtest/gtest.h>
+
+#include "gpu_test_util.h"
+
+namespace lockstep::test {
+namespace {
+
+TEST(CachingAllocator, ReusesAFreedBlockOfTheSameSize) {
+  const Device device = gpu();
+  { const Tensor warm = empty({1 << 20}, TensorOptions().device(device)); }
+  const cuda::MemoryStats before = cuda::memory_stats(device);
+  void* first = nullptr;
+  {
+    const Tensor t = empty({1 << 20}, TensorOptions().device(device));
+    first = t.data();
+  }
+  const Tensor again = empty({1 << 20}, TensorOptions().device(device));
+  const cuda::MemoryStats after = cuda::memory_stats(device);
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(after.cuda_mallocs, before.cuda_mallocs);
+  EXPECT_EQ(after.cache_hits, before.cache_hits + 2);
+}
+
+TEST(CachingAllocator, CountsAllocatedReservedAndPeakBytes) {
+  const Device device = gpu();
+  cuda::reset_peak_memory_stats(device);
+  const cuda::MemoryStats start = cuda::memory_stats(device);
+  {
+    // 3 MiB rounds up to the 2 MiB size classes: 4 MiB.
+    const Tensor big = empty({3 << 18}, TensorOptions().device(device));
+    const cuda::MemoryStats during = cuda::memory_stats(device);
+    EXPECT_EQ(during.allocated_bytes, start.allocated_bytes + (4 << 20));
+    EXPECT_GE(during.reserved_bytes, during.allocated_bytes);
+  }
+  const cuda::MemoryStats end = cuda::memory_stats(device);
+  EXPECT_EQ(end.allocated_bytes, start.allocated_bytes);
+  EXPECT_EQ(end.peak_allocated_bytes, start.allocated_bytes + (4 << 20));
+  // The freed block stays reserved until the cache is emptied.
+  EXPECT_GE(end.reserved_bytes, end.allocated_bytes + (4 << 20));
+  cuda::empty_cache(device);
+  EXPECT_EQ(cuda::memory_stats(device).reserved_bytes, cuda::memory_stats(device).allocated_bytes);
+}
+
+TEST(CachingAllocator, ATrainingStepAllocatesNothingNewAfterTheFirst) {
+  const Device device = gpu();
+  Linear layer(64, 32);
+  layer.to(device);
+  SGD optimizer(layer.parameters(), SGDOptions(0.1).momentum(0.9));
+  const Tensor x = random_cpu({16, 64}, 11).to(device);
+  auto step = [&] {
+    optimizer.zero_grad();
+    sum(relu(layer.forward(x))).backward();
+    optimizer.step();
+  };
+  step();
+  step();
+  const int64_t mallocs = cuda::memory_stats(device).cuda_mallocs;
+  for (int i = 0; i < 5; ++i) step();
+  EXPECT_EQ(cuda::memory_stats(device).cuda_mallocs, mallocs);
+}
+
+TEST(CachingAllocator, ZeroByteTensorsGetDistinctBlocks) {
+  const Tensor a = empty({0}, TensorOptions().device(gpu()));
+  const Tensor b = empty({0}, TensorOptions().device(gpu()));
+  EXPECT_NE(a.storage()->data(), b.storage()->data());
+}
+
+}  // namespace
+}  // namespace lockstep::test
