@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/elementwise_kernels.h"
+#include "ops/cuda/elementwise_kernels.h"
 #include "ops/reduce.h"
 
 namespace lockstep {
@@ -19,7 +20,11 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   check_same_device(name, {&a, &b});
   check_same_dtype(name, {&a, &b});
   Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), TensorOptions().dtype(out_dtype).device(a.device()));
-  cpu::binary_kernel(name, op, a, b, out);
+  if (out.device().is_cuda()) {
+    cuda::binary_kernel(name, op, a, b, out);
+  } else {
+    cpu::binary_kernel(name, op, a, b, out);
+  }
   return out;
 }
 
@@ -34,7 +39,11 @@ Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& 
 Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
   check_defined(name, {&a});
   Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
-  cpu::unary_kernel(name, op, a, out);
+  if (out.device().is_cuda()) {
+    cuda::unary_kernel(name, op, a, out);
+  } else {
+    cpu::unary_kernel(name, op, a, out);
+  }
   return out;
 }
 

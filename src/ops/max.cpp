@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/max_kernels.h"
+#include "ops/cuda/max_kernels.h"
 
 namespace lockstep {
 
@@ -15,12 +16,20 @@ namespace {
 std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d, const Shape& out_shape) {
   Tensor values = empty(out_shape, TensorOptions().dtype(x.dtype()).device(x.device()));
   Tensor indices = empty(out_shape, TensorOptions().dtype(DType::i64).device(x.device()));
-  cpu::max_kernel(x, d, values, indices);
+  if (x.device().is_cuda()) {
+    cuda::max_kernel(x, d, values, indices);
+  } else {
+    cpu::max_kernel(x, d, values, indices);
+  }
   // Only the selected element influenced the output: the gradient goes back to its position,
   // every other element gets zero.
   record(values, "MaxBackward", {a}, [indices, d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
     Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
-    cpu::max_backward_kernel(g, indices, d, grad);
+    if (grad.device().is_cuda()) {
+      cuda::max_backward_kernel(g, indices, d, grad);
+    } else {
+      cpu::max_backward_kernel(g, indices, d, grad);
+    }
     return std::vector<Tensor>{grad.view(shape)};
   });
   return {values, indices};

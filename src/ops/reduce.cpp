@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/checks.h"
+#include "ops/cuda/reduce_kernels.h"
 #include "ops/elementwise.h"
 
 namespace lockstep {
@@ -41,7 +42,11 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
   // Integer and bool sums are i64 (counting true values is how accuracy is computed).
   const DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::i64;
   Tensor out = empty(reduced_shape(a, mask, keepdim), TensorOptions().dtype(out_dtype).device(a.device()));
-  cpu::sum_kernel(a, mask, out);
+  if (out.device().is_cuda()) {
+    cuda::sum_kernel(a, mask, out);
+  } else {
+    cpu::sum_kernel(a, mask, out);
+  }
   // Every input element contributed once to its output: the gradient is the output gradient
   // broadcast back over the reduced dimensions.
   return record(out, "SumBackward", {a}, [kept, shape = a.shape()](const Tensor& g) {

@@ -1,13 +1,13 @@
 // CPU elementwise kernels: one strided loop (core/strided_loop.h) per op, with the scalar
-// function chosen at compile time so the inner loop vectorises.
+// function (ops/elementwise_math.h, shared with the CUDA kernels) chosen at compile time so
+// the inner loop vectorises.
 #include "ops/cpu/elementwise_kernels.h"
-
-#include <cmath>
 
 #include "core/copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/strided_loop.h"
+#include "ops/elementwise_math.h"
 
 namespace lockstep::cpu {
 
@@ -61,44 +61,20 @@ void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor&
   if (out.dtype() == DType::boolean) {
     return dispatch_numeric(a.dtype(), name, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      switch (op) {
-        case BinaryOp::Eq: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x == y; });
-        case BinaryOp::Ne: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x != y; });
-        case BinaryOp::Lt: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x < y; });
-        case BinaryOp::Le: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x <= y; });
-        case BinaryOp::Gt: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x > y; });
-        case BinaryOp::Ge: return binary_loop<T, bool>(a, b, out, [](T x, T y) { return x >= y; });
-        default: throw Error("binary_kernel: a bool output needs a comparison op");
-      }
+      dispatch_comparison(op, [&](auto f) { binary_loop<T, bool>(a, b, out, f); });
     });
   }
   // ...arithmetic only on floating types.
   dispatch_floating(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    switch (op) {
-      case BinaryOp::Add: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x + y; });
-      case BinaryOp::Sub: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x - y; });
-      case BinaryOp::Mul: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x * y; });
-      case BinaryOp::Div: return binary_loop<T, T>(a, b, out, [](T x, T y) { return x / y; });
-      case BinaryOp::ReluBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return y > T(0) ? g : T(0); });
-      case BinaryOp::SigmoidBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return g * y * (T(1) - y); });
-      case BinaryOp::TanhBackward: return binary_loop<T, T>(a, b, out, [](T g, T y) { return g * (T(1) - y * y); });
-      default: throw Error("binary_kernel: a comparison op needs a bool output");
-    }
+    dispatch_arithmetic(op, [&](auto f) { binary_loop<T, T>(a, b, out, f); });
   });
 }
 
 void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out) {
   dispatch_floating(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    switch (op) {
-      case UnaryOp::Neg: return unary_loop<T>(a, out, [](T x) { return -x; });
-      case UnaryOp::Exp: return unary_loop<T>(a, out, [](T x) { return std::exp(x); });
-      case UnaryOp::Log: return unary_loop<T>(a, out, [](T x) { return std::log(x); });
-      case UnaryOp::Relu: return unary_loop<T>(a, out, [](T x) { return x > T(0) ? x : T(0); });
-      case UnaryOp::Sigmoid: return unary_loop<T>(a, out, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
-      case UnaryOp::Tanh: return unary_loop<T>(a, out, [](T x) { return std::tanh(x); });
-    }
+    dispatch_unary(op, [&](auto f) { unary_loop<T>(a, out, f); });
   });
 }
 

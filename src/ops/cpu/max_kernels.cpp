@@ -4,32 +4,14 @@
 #include "ops/cpu/max_kernels.h"
 
 #include <algorithm>
-#include <cmath>
-#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/strided_loop.h"
+#include "ops/max_rule.h"
 
 namespace lockstep::cpu {
 
 namespace {
-
-// Integers have no NaN.
-template <class T>
-bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(x);
-  } else {
-    return false;
-  }
-}
-
-// Whether x replaces the best so far: it is larger, or it is the first NaN (which then stays,
-// since nothing compares larger than a NaN). Ties keep the earlier position.
-template <class T>
-bool beats(T x, T best) {
-  return x > best || (is_nan(x) && !is_nan(best));
-}
 
 // The number of elements in dimensions [begin, end) of `shape`: with dimension d reduced,
 // outer = span_numel(shape, 0, d) and inner = span_numel(shape, d + 1, shape.size()).
@@ -62,7 +44,7 @@ void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor
       for (int64_t j = 1; j < n; ++j) {
         const T* row = slab + j * inner;
         for (int64_t i = 0; i < inner; ++i) {
-          if (beats(row[i], b[i])) {
+          if (max_beats(row[i], b[i])) {
             b[i] = row[i];
             w[i] = j;
           }
