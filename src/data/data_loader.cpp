@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -16,8 +17,12 @@ namespace lockstep {
 // prefetching. (Declared in the header only by name; Iterator points at it.)
 class DataLoader::Epoch {
  public:
-  Epoch(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches, int64_t prefetch)
-      : dataset_(std::move(dataset)), batches_(std::move(batches)), capacity_(static_cast<size_t>(prefetch)) {
+  Epoch(std::shared_ptr<const Dataset> dataset, std::vector<std::vector<int64_t>> batches, int64_t prefetch,
+        bool pin_memory)
+      : dataset_(std::move(dataset)),
+        batches_(std::move(batches)),
+        capacity_(static_cast<size_t>(prefetch)),
+        pin_memory_(pin_memory) {
     if (capacity_ > 0) worker_ = std::thread([this] { produce(); });
   }
 
@@ -62,6 +67,8 @@ class DataLoader::Epoch {
     Item item;
     try {
       item.batch = dataset_->get_batch(batches_[b]);
+      // Pinning here puts the extra host copy on the worker thread, off the training loop's path.
+      if (pin_memory_) item.batch = {item.batch.inputs.pin_memory(), item.batch.targets.pin_memory()};
     } catch (...) {
       item.error = std::current_exception();
     }
@@ -100,6 +107,7 @@ class DataLoader::Epoch {
   std::shared_ptr<const Dataset> dataset_;
   std::vector<std::vector<int64_t>> batches_;  // each batch's dataset indices
   size_t capacity_;                            // most batches queued ahead; 0: no worker
+  bool pin_memory_;                            // copy each batch into pinned host memory
   size_t next_ = 0;                            // index of the batch advance() makes current
   Batch current_;
   bool done_ = false;
@@ -135,6 +143,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   LOCKSTEP_CHECK(dataset_ != nullptr, "DataLoader: expected a dataset, got a null pointer");
   LOCKSTEP_CHECK(options_.batch_size() >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size());
   LOCKSTEP_CHECK(options_.prefetch() >= 0, "DataLoader: expected prefetch >= 0 batches, got ", options_.prefetch());
+  // Pinned memory only pays off for copies to a GPU, and cudaHostAlloc needs one to exist.
+  LOCKSTEP_CHECK(!options_.pin_memory() || cuda_device_count() > 0, "DataLoader: pin_memory(true) needs a CUDA device, ",
+                 built_with_cuda() ? "and this machine has none" : "and Lockstep was built without CUDA",
+                 " (pinned memory only speeds up copies to a GPU: leave pin_memory off when training on the CPU)");
   if (sampler_ == nullptr) {
     sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
     options_.sampler(sampler_);
@@ -157,7 +169,7 @@ DataLoader::Iterator DataLoader::begin() {
     batches.emplace_back(order.begin() + start, order.begin() + end);
   }
 
-  epoch_ = std::make_unique<Epoch>(dataset_, std::move(batches), options_.prefetch());
+  epoch_ = std::make_unique<Epoch>(dataset_, std::move(batches), options_.prefetch(), options_.pin_memory());
   epoch_->advance();
   return Iterator(epoch_.get());
 }

@@ -19,6 +19,14 @@
 /// (break, exception) is safe: the worker is stopped and joined when the next epoch begins or
 /// the DataLoader is destroyed, whichever comes first. Only one epoch runs at a time: calling
 /// begin() again abandons the previous one (and invalidates its iterators).
+///
+/// Pinned batches. With `pin_memory(true)` (torch's `DataLoader(pin_memory=True)`) each batch is
+/// copied into pinned (page-locked) host memory right after get_batch, on the worker thread when
+/// prefetching, so that the training loop can send it to the GPU with
+/// `batch.inputs.to(device, true)`: a copy the GPU's copy engine reads straight from host memory
+/// while the CPU goes on. Pinning needs a CUDA device; where there is none (a CPU-only build, or
+/// no GPU) the DataLoader's constructor throws, rather than quietly handing out pageable memory
+/// as PyTorch does after a warning.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +55,9 @@ class DataLoaderOptions {
   /// Sets how many batches a background thread prepares ahead of the loop (default 2);
   /// 0 prepares each batch on the calling thread when it is needed.
   DataLoaderOptions& prefetch(int64_t value) { prefetch_ = value; return *this; }
+  /// Sets whether batches are returned in pinned host memory, ready for a non-blocking copy to
+  /// a GPU (default false; needs a CUDA device).
+  DataLoaderOptions& pin_memory(bool value) { pin_memory_ = value; return *this; }
 
   /// Samples per batch.
   int64_t batch_size() const { return batch_size_; }
@@ -56,12 +67,15 @@ class DataLoaderOptions {
   const std::shared_ptr<Sampler>& sampler() const { return sampler_; }
   /// Batches prepared ahead.
   int64_t prefetch() const { return prefetch_; }
+  /// Whether batches are pinned.
+  bool pin_memory() const { return pin_memory_; }
 
  private:
   int64_t batch_size_;
   bool drop_last_ = false;
   std::shared_ptr<Sampler> sampler_;
   int64_t prefetch_ = 2;
+  bool pin_memory_ = false;
 };
 
 /// Iterates over a dataset in batches, one epoch per range-for loop (see the file comment for
@@ -99,8 +113,8 @@ class DataLoader {
     Epoch* epoch_ = nullptr;
   };
 
-  /// A loader over `dataset` with `options`. Throws if the batch size is below 1 or prefetch
-  /// is negative. (Indices the sampler yields are checked against the dataset by get_batch.)
+  /// A loader over `dataset` with `options`. Throws if the batch size is below 1, prefetch
+  /// is negative, or pin_memory is asked for without a usable CUDA device. (Indices the sampler yields are checked against the dataset by get_batch.)
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = DataLoaderOptions());
   /// Stops and joins the worker thread of an unfinished epoch.
   ~DataLoader();

@@ -7,6 +7,14 @@ default initialisation, optimiser, batch size, thread count and per-epoch reshuf
 one line per epoch and a final `RESULT chapter=2 ...` line in the same format as ./chapter2.
 
 Run with Debian's PyTorch (python3-torch): /usr/bin/python3 tests/reference/chapter2_torch.py
+
+With --device cuda (a PyTorch built with CUDA, on the GPU machine that ran ./chapter2 --device
+cuda) the model and batches live on the GPU, as in chapter2: each batch is gathered on the CPU,
+copied into pinned memory and sent with non_blocking=True (here on the main thread; chapter2's
+DataLoader pins on its worker thread), and the timers are read only after
+torch.cuda.synchronize(). The math is plain f32 as in Lockstep, whose cuBLAS GEMMs use no TF32:
+PyTorch's default of TF32 convolutions on Ampere and newer GPUs (torch.backends.cudnn.allow_tf32)
+is turned off unless --tf32 is given.
 """
 import argparse
 import gzip
@@ -78,8 +86,12 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--data", default="")
     p.add_argument("--max-steps", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--tf32", action="store_true", help="on a GPU, let convolutions use TF32 (PyTorch's default)")
     a = p.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("chapter2_torch: --device cuda, but this PyTorch sees no CUDA device")
+    torch.backends.cudnn.allow_tf32 = a.tf32
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -89,16 +101,28 @@ def main():
     model = make_model(a.model).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     shuffle = torch.Generator().manual_seed(a.seed)
+    on_gpu = device.type == "cuda"
 
+    def to_device(t):
+        # On a GPU, like chapter2's DataLoader(pin_memory) and to(device, non_blocking=true).
+        return t.pin_memory().to(device, non_blocking=True) if on_gpu else t
+
+    def synchronize():
+        # GPU work is only queued: wait for it before reading a clock.
+        if on_gpu:
+            torch.cuda.synchronize(device)
+
+    device_name = "cuda:0" if on_gpu else "cpu"  # as ./chapter2 writes it
     steps, train_seconds, loss_value, acc = 0, 0.0, float("nan"), 0.0
     samples = 0
     for epoch in range(1, a.epochs + 1):
         model.train()
         order = torch.randperm(len(train_x), generator=shuffle)
+        synchronize()
         start = time.perf_counter()
         for i in range(0, len(order), a.batch_size):
             idx = order[i:i + a.batch_size]
-            x, y = train_x[idx].to(device), train_y[idx].to(device)
+            x, y = to_device(train_x[idx]), to_device(train_y[idx])
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
@@ -107,20 +131,21 @@ def main():
             steps += 1
             if a.max_steps and steps >= a.max_steps:
                 break
-        loss_value = loss.item()  # also waits for the GPU to finish the epoch
+        synchronize()
+        loss_value = loss.item()
         epoch_seconds = time.perf_counter() - start  # training only, as chapter2 measures it
         train_seconds += epoch_seconds
         model.eval()
         correct = 0
         with torch.no_grad():
             for i in range(0, len(test_x), 1000):
-                pred = model(test_x[i:i + 1000].to(device)).argmax(1)
-                correct += (pred == test_y[i:i + 1000].to(device)).sum().item()
+                pred = model(to_device(test_x[i:i + 1000])).argmax(1)
+                correct += (pred == to_device(test_y[i:i + 1000])).sum().item()
         acc = correct / len(test_x)
         print(f"epoch {epoch}: train_loss {loss_value:.4f} test_acc {acc:.4f} epoch_s {epoch_seconds:.2f}")
         if a.max_steps and steps >= a.max_steps:
             break
-    print(f"RESULT chapter=2 model={a.model} device={a.device} world=1 epochs={epoch} batch={a.batch_size} "
+    print(f"RESULT chapter=2 model={a.model} device={device_name} world=1 epochs={epoch} batch={a.batch_size} "
           f"samples_per_s={samples / train_seconds:.1f} epoch_s={train_seconds / epoch:.3f} test_acc={acc:.4f} "
           f"final_loss={loss_value:.4f} framework=pytorch-{torch.__version__}")
 

@@ -278,3 +278,18 @@ TEST(DataLoader, RejectsBadOptions) {
   expect_error([&] { DataLoader(data, DataLoaderOptions(2).prefetch(-1)); }, "DataLoader: expected prefetch >= 0 batches, got -1");
   expect_error([&] { DataLoader(nullptr, DataLoaderOptions(2)); }, "DataLoader: expected a dataset, got a null pointer");
 }
+
+// Without a GPU, pinning is refused up front with a reason, not left to fail (or to be quietly
+// ignored) on the worker thread. On a GPU machine tests/gpu/test_data_loader_pinned.cpp checks
+// the pinned batches themselves.
+TEST(DataLoader, PinMemoryWithoutAGpuIsAClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU: the gpu tests cover pin_memory there";
+  const auto data = numbered(4);
+  const std::string reason = built_with_cuda() ? "and this machine has none" : "and Lockstep was built without CUDA";
+  expect_error([&] { DataLoader(data, DataLoaderOptions(2).pin_memory(true)); },
+               "DataLoader: pin_memory(true) needs a CUDA device, " + reason);
+  // Off (the default) is what CPU training uses.
+  EXPECT_FALSE(DataLoaderOptions(2).pin_memory());
+  DataLoader pageable(data, DataLoaderOptions(2).pin_memory(false));
+  for (const Batch& batch : pageable) EXPECT_FALSE(batch.inputs.is_pinned());
+}
