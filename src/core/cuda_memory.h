@@ -10,7 +10,8 @@
 /// after the work that last used it.
 ///
 /// Pinned (page-locked) host memory is what makes host-to-device copies fast and truly
-/// asynchronous; pin_memory() allocates it with cudaHostAlloc.
+/// asynchronous; pin_memory() takes it from a second caching allocator, which reuses a block
+/// only after the copies queued on it have completed (they record CUDA events on it).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The caching allocator behind every CUDA tensor (see core/cuda_memory.h for why it exists),
-// and the allocator of pinned host memory.
+// and the caching allocator of pinned host memory.
 //
 // Requests are rounded up to a size class: multiples of 512 bytes up to 1 MiB, multiples of
 // 2 MiB above. A freed block goes onto its class's free list; an allocation first looks there.
@@ -17,9 +17,11 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/cuda/check.cuh"
+#include "core/cuda/host_blocks.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_memory.h"
 
@@ -134,24 +136,80 @@ class CachingAllocator final : public Allocator {
   MemoryStats stats_;
 };
 
-// Pinned host memory straight from the driver, uncached. cudaFreeHost waits for the device,
-// so a non-blocking copy from a pinned buffer can never outlive the buffer.
+// Pinned host memory, cached too: cudaHostAlloc is slow and cudaFreeHost waits for the whole
+// GPU, which would stall the CPU once per training step when each batch is pinned. A pinned
+// block may still be read by a non-blocking copy queued on a stream when its tensor is freed,
+// so every such copy records an event on the block (record_pinned_use), and a cached block is
+// handed out again only once all its events have completed.
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& free_list = free_blocks_[size];
+    for (auto it = free_list.begin(); it != free_list.end(); ++it) {
+      if (copies_finished(*it)) {
+        void* ptr = *it;
+        free_list.erase(it);
+        return ptr;
+      }
+    }
     void* ptr = nullptr;
-    const cudaError_t status = cudaHostAlloc(&ptr, std::max<size_t>(nbytes, 1), cudaHostAllocDefault);
+    const cudaError_t status = cudaHostAlloc(&ptr, size, cudaHostAllocDefault);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw Error(lockstep::detail::concat("pin_memory: could not pin ", mib(nbytes), " MiB of host memory"));
+      throw Error(lockstep::detail::concat("pin_memory: could not pin ", mib(size), " MiB of host memory"));
     }
     LOCKSTEP_CUDA_CHECK(status);
+    blocks_.insert(ptr);
     return ptr;
   }
-  void deallocate(void* ptr, size_t /*nbytes*/) override { LOCKSTEP_CUDA_CHECK(cudaFreeHost(ptr)); }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_blocks_[size_class(nbytes)].push_back(ptr);
+  }
+
   Device device() const override { return Device::cpu(); }
   bool pinned() const override { return true; }
+
+  void record_use(void* block, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (blocks_.count(block) == 0) return;  // not a block of this allocator
+    cudaEvent_t event;
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    LOCKSTEP_CUDA_CHECK(cudaEventRecord(event, stream));
+    pending_[block].push_back(event);
+  }
+
+ private:
+  // Called with the mutex held: whether every copy recorded on `block` is done (and forgets
+  // the events of those that are).
+  bool copies_finished(void* block) {
+    auto found = pending_.find(block);
+    if (found == pending_.end()) return true;
+    auto& events = found->second;
+    while (!events.empty()) {
+      const cudaError_t status = cudaEventQuery(events.back());
+      if (status == cudaErrorNotReady) return false;
+      LOCKSTEP_CUDA_CHECK(status);
+      LOCKSTEP_CUDA_CHECK(cudaEventDestroy(events.back()));
+      events.pop_back();
+    }
+    pending_.erase(found);
+    return true;
+  }
+
+  std::mutex mutex_;
+  std::unordered_set<void*> blocks_;                                 // every block ever allocated
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_;       // size class -> cached blocks
+  std::unordered_map<void*, std::vector<cudaEvent_t>> pending_;      // block -> copies in flight
 };
+
+PinnedAllocator& pinned_allocator_instance() {
+  static auto* allocator = new PinnedAllocator();
+  return *allocator;
+}
 
 constexpr int kMaxDevices = 64;
 
@@ -176,9 +234,10 @@ Allocator& caching_allocator(int index) {
 
 Allocator& pinned_allocator() {
   LOCKSTEP_CHECK(cuda_device_count() > 0, "pin_memory: pinned memory needs a CUDA device, and this machine has none");
-  static auto* allocator = new PinnedAllocator();
-  return *allocator;
+  return pinned_allocator_instance();
 }
+
+void record_pinned_use(void* block, cudaStream_t stream) { pinned_allocator_instance().record_use(block, stream); }
 
 MemoryStats memory_stats(Device device) { return allocator_of(device).stats(); }
 void reset_peak_memory_stats(Device device) { allocator_of(device).reset_peak(); }

@@ -8,6 +8,7 @@
 // (page-locked) memory. A copy from pageable memory is first staged by the driver through a
 // pinned buffer, which costs bandwidth and forces the host to wait; a copy from pinned memory
 // is a single DMA transfer that the host does not have to wait for.
+#include "core/cuda/host_blocks.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_copy.h"
 
@@ -36,6 +37,9 @@ void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blockin
     LOCKSTEP_CUDA_CHECK(cudaEventDestroy(produced));
   }
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), nbytes, cudaMemcpyDefault, stream));
+  // A pinned buffer may be freed while the copy is still queued: tell its allocator to wait.
+  if (src.is_pinned()) record_pinned_use(src.storage()->data(), stream);
+  if (dst.is_pinned()) record_pinned_use(dst.storage()->data(), stream);
   // A device-to-host copy into pageable memory must be complete before the host reads it, and
   // so must any copy the caller wants finished; only copies that the stream orders (to a GPU,
   // or into pinned memory on request) may be left running.
