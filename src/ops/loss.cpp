@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/softmax_kernels.h"
+#include "ops/cuda/softmax_kernels.h"
 
 namespace lockstep {
 
@@ -20,7 +21,11 @@ void check_classification(const char* op, const char* what, const Tensor& input,
   LOCKSTEP_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows,
                  "], one class index per row of ", what, " ", shape_str(input.shape()), ", got shape ",
                  shape_str(target.shape()));
-  // A class index outside [0, C) would read outside the row: refuse it, naming the row.
+  // A class index outside [0, C) would read outside the row: refuse it, naming the row. On a
+  // GPU, looking at the targets here would stall until they were copied back; the CUDA
+  // kernels check them on the device instead and make the loss NaN (see
+  // ops/cuda/softmax_kernels.h).
+  if (target.device().is_cuda()) return;
   const Tensor t = target.contiguous();
   const int64_t* classes_of = t.data_ptr<int64_t>();
   for (int64_t i = 0; i < rows; ++i) {
@@ -36,12 +41,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   const TensorOptions options = TensorOptions().dtype(logits.dtype()).device(logits.device());
   Tensor log_probs = empty(logits.shape(), options);
   Tensor loss = empty({}, options);
-  cpu::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
+  if (loss.device().is_cuda()) {
+    cuda::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
+  } else {
+    cpu::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
+  }
   // The gradient (softmax - onehot(target)) / N needs the softmax: keep its logarithm, which
   // the forward pass computed anyway.
   return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target = target.detach()](const Tensor& g) {
     Tensor grad = empty(log_probs.shape(), TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
-    cpu::cross_entropy_backward_kernel(g, log_probs, target, grad);
+    if (grad.device().is_cuda()) {
+      cuda::cross_entropy_backward_kernel(g, log_probs, target, grad);
+    } else {
+      cpu::cross_entropy_backward_kernel(g, log_probs, target, grad);
+    }
     return std::vector<Tensor>{grad};
   });
 }
@@ -49,12 +62,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
   check_classification("nll_loss", "log_probs", log_probs, target);
   Tensor loss = empty({}, TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
-  cpu::nll_loss_kernel(log_probs.detach(), target, loss);
+  if (loss.device().is_cuda()) {
+    cuda::nll_loss_kernel(log_probs.detach(), target, loss);
+  } else {
+    cpu::nll_loss_kernel(log_probs.detach(), target, loss);
+  }
   // Each row's picked entry enters the mean with weight -1/N; nothing else matters.
   return record(loss, "NllLossBackward", {log_probs},
                 [shape = log_probs.shape(), target = target.detach()](const Tensor& g) {
                   Tensor grad = empty(shape, TensorOptions().dtype(g.dtype()).device(g.device()));
-                  cpu::nll_loss_backward_kernel(g, target, grad);
+                  if (grad.device().is_cuda()) {
+                    cuda::nll_loss_backward_kernel(g, target, grad);
+                  } else {
+                    cpu::nll_loss_backward_kernel(g, target, grad);
+                  }
                   return std::vector<Tensor>{grad};
                 });
 }

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/pool_kernels.h"
+#include "ops/cuda/pool_kernels.h"
 
 namespace lockstep {
 
@@ -29,12 +30,20 @@ Tensor max_pool2d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
   Tensor out = empty({N, C, OH, OW}, options);
   // indices: (N, C, OH, OW), where in its (H, W) plane each maximum came from.
   Tensor indices = empty({N, C, OH, OW}, TensorOptions().dtype(DType::i64).device(input.device()));
-  cpu::max_pool2d_forward(input, kernel_size, stride, padding, out, indices);
+  if (out.device().is_cuda()) {
+    cuda::max_pool2d_forward(input, kernel_size, stride, padding, out, indices);
+  } else {
+    cpu::max_pool2d_forward(input, kernel_size, stride, padding, out, indices);
+  }
 
   // Only the maxima influenced the output, so only they receive gradient.
   return record(out, "MaxPool2DWithIndicesBackward", {input}, [indices, shape = input.shape(), options](const Tensor& g) {
     Tensor grad_input = zeros(shape, options);
-    cpu::max_pool2d_backward(g, indices, grad_input);
+    if (grad_input.device().is_cuda()) {
+      cuda::max_pool2d_backward(g, indices, grad_input);
+    } else {
+      cpu::max_pool2d_backward(g, indices, grad_input);
+    }
     return std::vector<Tensor>{grad_input};
   });
 }

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "ops/checks.h"
 #include "ops/cpu/softmax_kernels.h"
+#include "ops/cuda/softmax_kernels.h"
 
 namespace lockstep {
 
@@ -13,11 +14,19 @@ Tensor softmax_op(const char* name, const char* backward_name, bool log, const T
   check_defined(name, {&a});
   const int64_t d = normalize_dim(name, dim, a.dim());
   Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
-  cpu::softmax_kernel(a.detach(), d, log, out);
+  if (out.device().is_cuda()) {
+    cuda::softmax_kernel(a.detach(), d, log, out);
+  } else {
+    cpu::softmax_kernel(a.detach(), d, log, out);
+  }
   // Both backward formulas need only the output, not the input: save that.
   return record(out, backward_name, {a}, [y = out.detach(), d, log](const Tensor& g) {
     Tensor grad = empty(y.shape(), TensorOptions().dtype(y.dtype()).device(y.device()));
-    cpu::softmax_backward_kernel(g, y, d, log, grad);
+    if (grad.device().is_cuda()) {
+      cuda::softmax_backward_kernel(g, y, d, log, grad);
+    } else {
+      cpu::softmax_backward_kernel(g, y, d, log, grad);
+    }
     return std::vector<Tensor>{grad};
   });
 }
