@@ -1,11 +1,12 @@
-// conv2d: checks the shapes, runs the im2col + GEMM kernels (ops/cpu/conv_kernels.h) and
-// records the backward pass.
+// conv2d: checks the shapes, runs the im2col + GEMM kernels (ops/cpu/conv_kernels.h, or
+// ops/cuda/conv_kernels.h for tensors on a GPU) and records the backward pass.
 #include "ops/conv.h"
 
 #include "autograd/node.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/conv_kernels.h"
+#include "ops/cuda/conv_kernels.h"
 #include "ops/reduce.h"
 
 namespace lockstep {
@@ -58,7 +59,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w},
                      TensorOptions().dtype(input.dtype()).device(input.device()));
-  cpu::conv2d_forward_kernel(x, w, b, out, g);
+  if (out.device().is_cuda()) {
+    cuda::conv2d_forward_kernel(x, w, b, out, g);
+  } else {
+    cpu::conv2d_forward_kernel(x, w, b, out, g);
+  }
 
   return record(out, "ConvolutionBackward", {input, weight, bias},
                 [x, w, g, rx = input.requires_grad(), rw = weight.requires_grad(),
@@ -66,7 +71,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                   const Tensor dy = grad.contiguous();
                   const Tensor dx = rx ? empty_like(x) : Tensor();
                   const Tensor dw = rw ? empty_like(w) : Tensor();
-                  if (rx || rw) cpu::conv2d_backward_kernel(dy, x, w, dx, dw, g);
+                  if (rx || rw) {
+                    if (dy.device().is_cuda()) {
+                      cuda::conv2d_backward_kernel(dy, x, w, dx, dw, g);
+                    } else {
+                      cpu::conv2d_backward_kernel(dy, x, w, dx, dw, g);
+                    }
+                  }
                   // Every output pixel of channel c added bias[c] once.
                   return std::vector<Tensor>{dx, dw, rb ? sum(dy, {0, 2, 3}) : Tensor()};
                 });

@@ -1,5 +1,6 @@
-// matmul and linear: shape checks, then one cpu::gemm call per matrix of the batch, reading
-// every operand through its own strides (a transposed view costs nothing).
+// matmul and linear: shape checks, then one GEMM per matrix of the batch (cpu::gemm, or
+// cuda::gemm for tensors on a GPU), reading every operand through its own strides (a
+// transposed view costs nothing).
 #include "ops/matmul.h"
 
 #include "autograd/node.h"
@@ -8,6 +9,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cuda/gemm.h"
 #include "ops/reduce.h"
 
 namespace lockstep {
@@ -27,7 +29,8 @@ void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
     T* pc = out.data_ptr<T>();
-    // One product at a time: gemm itself spreads a large product over the threads.
+    // One product at a time: gemm itself spreads a large product over the CPU's threads or the
+    // GPU's cores. On a GPU each call only queues the product and returns.
     const int64_t batches = shape_numel(batch);
     for (int64_t i = 0; i < batches; ++i) {
       // Matrix i's first element in a and b: split i into batch indices, last fastest.
@@ -38,8 +41,15 @@ void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const
         oa += index * a_strides[d];
         ob += index * b_strides[d];
       }
-      cpu::gemm<T>(M, N, K, T(1), pa + oa, a_strides[dims - 2], a_strides[dims - 1], pb + ob, b_strides[dims - 2],
-                   b_strides[dims - 1], static_cast<T>(beta), pc + i * M * N, N);
+      const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
+      const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
+      if (out.device().is_cuda()) {
+        cuda::gemm(out.device(), M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<T>(beta),
+                   pc + i * M * N, N);
+      } else {
+        cpu::gemm<T>(M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<T>(beta), pc + i * M * N,
+                     N);
+      }
     }
   });
 }
