@@ -34,6 +34,7 @@
 #include "nn/state_dict.h"
 #include "ops/batch_norm.h"
 #include "ops/conv.h"
+#include "ops/cuda/gemm.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"

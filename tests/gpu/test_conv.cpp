@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
 #include "ops/cuda/gemm.h"
@@ -18,18 +19,6 @@ using namespace lockstep::test;
 using cuda::GemmBackend;
 
 namespace {
-
-// Tolerances for results that are sums of `terms` products of values in [-1, 1). The CPU and
-// the GPU add the terms in different orders (per-image vs whole-chunk GEMMs, other blockings,
-// fused multiply-adds), so they differ by rounding, which grows with the number of terms:
-// - f32 (eps 6e-8): relative error up to ~eps * terms, so rtol 1e-4 rising to 1e-3 for long
-//   sums, and atol 1e-6 per term for sums that cancel to nearly 0.
-// - f64 (eps 1e-16): the same growth stays far below 1e-10 at these sizes.
-double rtol(DType dtype, int64_t terms) { return dtype == DType::f64 ? 1e-10 : std::min(1e-3, 1e-4 + 1e-7 * terms); }
-double atol(DType dtype, int64_t terms) { return dtype == DType::f64 ? 1e-10 : 1e-5 + 1e-6 * terms; }
-
-const DType kDTypes[] = {DType::f32, DType::f64};
-const GemmBackend kBackends[] = {GemmBackend::Cublas, GemmBackend::Tiled};
 
 // One convolution: input (batch, in, height, width), weight (out, in, kernel_h, kernel_w).
 struct Conv {
@@ -63,18 +52,6 @@ const Conv kConvs[] = {
     {2, 3, 6, 8, 4, 3, 1, 1, 1, true},    // non-square 3x1 kernel
     {1, 1, 1, 1, 1, 1, 1, 1, 0, true},    // one pixel
 };
-
-// Runs `body(dtype, label)` with every GEMM backend selected in turn, for f32 and f64, and
-// restores the backend that was selected before.
-void for_each_setting(const std::function<void(DType, const std::string&)>& body) {
-  const GemmBackend saved = cuda::gemm_backend();
-  for (GemmBackend backend : kBackends) {
-    cuda::set_gemm_backend(backend);
-    for (DType dtype : kDTypes) body(dtype, std::string(backend == GemmBackend::Cublas ? "cublas " : "tiled ") +
-                                                dtype_name(dtype));
-  }
-  cuda::set_gemm_backend(saved);
-}
 
 // Checks conv2d for `c` on the GPU against the CPU, every input requiring grad. `layout`
 // turns the stored input into the (N, C, H, W) tensor convolved (a view, taken on the device).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
 #include "ops/cuda/gemm.h"
@@ -20,31 +21,6 @@ using namespace lockstep::test;
 using cuda::GemmBackend;
 
 namespace {
-
-// Tolerances for results that are sums of `terms` products of values in [-1, 1). The CPU and
-// the GPU add the terms in different orders (other blockings, fused multiply-adds), so they
-// differ by rounding, which grows with the number of terms:
-// - f32 (eps 6e-8): relative error up to ~eps * terms, so rtol 1e-4 rising to 1e-3 for long
-//   sums, and atol 1e-6 per term for sums that cancel to nearly 0.
-// - f64 (eps 1e-16): the same growth stays far below 1e-10 at these sizes.
-double rtol(DType dtype, int64_t terms) { return dtype == DType::f64 ? 1e-10 : std::min(1e-3, 1e-4 + 1e-7 * terms); }
-double atol(DType dtype, int64_t terms) { return dtype == DType::f64 ? 1e-10 : 1e-5 + 1e-6 * terms; }
-
-const DType kDTypes[] = {DType::f32, DType::f64};
-const GemmBackend kBackends[] = {GemmBackend::Cublas, GemmBackend::Tiled};
-
-std::string name(GemmBackend backend) { return backend == GemmBackend::Cublas ? "cublas" : "tiled"; }
-
-// Runs `body(dtype, label)` with every GEMM backend selected in turn, for f32 and f64, and
-// restores the backend that was selected before.
-void for_each_setting(const std::function<void(DType, const std::string&)>& body) {
-  const GemmBackend saved = cuda::gemm_backend();
-  for (GemmBackend backend : kBackends) {
-    cuda::set_gemm_backend(backend);
-    for (DType dtype : kDTypes) body(dtype, name(backend) + " " + dtype_name(dtype));
-  }
-  cuda::set_gemm_backend(saved);
-}
 
 // A random CPU input that requires grad.
 Tensor input(const Shape& shape, uint64_t seed, DType dtype) {
@@ -222,7 +198,7 @@ TEST(GpuMatmul, TiledKernelMatchesCublasOnLargeProducts) {
   // Both backends on the same GPU inputs, larger than the CPU comparisons: many tiles, partial
   // edge tiles in every dimension, a transposed operand, and a batch.
   const GemmBackend saved = cuda::gemm_backend();
-  for (DType dtype : kDTypes) {
+  for (DType dtype : {DType::f32, DType::f64}) {
     const Tensor a = random_cpu({517, 1031}, 101, dtype).to(gpu());
     const Tensor b = random_cpu({1031, 770}, 102, dtype).to(gpu());
     const Tensor bt = random_cpu({770, 1031}, 103, dtype).to(gpu());
