@@ -3,6 +3,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/batch_norm.h"
+#include "ops/elementwise.h"
 
 namespace lockstep {
 
@@ -24,8 +25,10 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
                  shape_str(input.shape()));
   if (is_training()) {
     // A counter, not learned: bumped outside autograd, as PyTorch's num_batches_tracked.add_(1).
+    // Integer tensors have no arithmetic, so the count takes a trip through f64 (exact up to
+    // 2^53 batches) on its own device: reading it on the CPU would make the host wait for a GPU.
     NoGradGuard no_grad;
-    num_batches_tracked.fill_(static_cast<double>(num_batches_tracked.item<int64_t>() + 1));
+    num_batches_tracked.copy_(num_batches_tracked.to(DType::f64) + 1.0);
   }
   return batch_norm(input, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }

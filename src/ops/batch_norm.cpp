@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/batch_norm_kernels.h"
+#include "ops/cuda/batch_norm_kernels.h"
 #include "ops/elementwise.h"
 
 namespace lockstep {
@@ -45,43 +46,59 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   LOCKSTEP_CHECK(!training || count != 1, "batch_norm: expected more than 1 value per channel when training, got input shape ",
                  shape_str(input.shape()));
 
+  // The kernels run where the tensors live: ops/cuda/ on a GPU, ops/cpu/ on the CPU.
+  const bool on_gpu = input.device().is_cuda();
   // Without running statistics there is nothing but the batch to normalise with.
   const bool use_batch_stats = training || !running_mean.defined();
   Tensor mean, invstd;  // (C)
   if (use_batch_stats) {
     // SyncBatchNorm replaces exactly this step: it all-gathers every rank's (mean, invstd,
     // count) and merges them into global statistics before normalising.
-    std::tie(mean, invstd) = cpu::batch_norm_stats(input, eps);
+    std::tie(mean, invstd) = on_gpu ? cuda::batch_norm_stats(input, eps) : cpu::batch_norm_stats(input, eps);
     // Running statistics are buffers, not parameters: updated in place, never recorded.
     if (running_mean.defined() && count > 0) {
-      cpu::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
+      if (on_gpu) {
+        cuda::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
+      } else {
+        cpu::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
+      }
     }
   } else {
     // A copy, so that a later training step updating running_mean in place cannot change
     // what this step's backward uses.
     mean = running_mean.detach().clone();
-    invstd = cpu::batch_norm_invstd(running_var, eps);
+    invstd = on_gpu ? cuda::batch_norm_invstd(running_var, eps) : cpu::batch_norm_invstd(running_var, eps);
   }
   Tensor out = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
-  cpu::batch_norm_elemt(input, mean, invstd, weight, bias, out);
+  if (on_gpu) {
+    cuda::batch_norm_elemt(input, mean, invstd, weight, bias, out);
+  } else {
+    cpu::batch_norm_elemt(input, mean, invstd, weight, bias, out);
+  }
 
   const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
   return record(
       out, "NativeBatchNormBackward", {input, weight, bias},
-      [x = input.detach(), weight = detach_if_defined(weight), mean, invstd, count, use_batch_stats, channel_shape,
-       need_input = needs_grad(input), need_weight = needs_grad(weight), need_bias = needs_grad(bias)](const Tensor& g) {
+      [x = input.detach(), weight = detach_if_defined(weight), mean, invstd, count, use_batch_stats, on_gpu,
+       channel_shape, need_input = needs_grad(input), need_weight = needs_grad(weight),
+       need_bias = needs_grad(bias)](const Tensor& g) {
         std::vector<Tensor> grads(3);  // input, weight, bias
         // The per-channel sums give the weight and bias gradients, and in training also
         // enter the input gradient (SyncBatchNorm all-reduces them across ranks first).
         if (need_weight || need_bias || (need_input && use_batch_stats)) {
           Tensor sum_dy, sum_dy_xmu;
-          std::tie(sum_dy, sum_dy_xmu) = cpu::batch_norm_backward_reduce(g, x, mean);
+          std::tie(sum_dy, sum_dy_xmu) =
+              on_gpu ? cuda::batch_norm_backward_reduce(g, x, mean) : cpu::batch_norm_backward_reduce(g, x, mean);
           if (need_weight) grads[1] = mul(sum_dy_xmu, invstd);  // sum(dy * xhat)
           if (need_bias) grads[2] = sum_dy;
           if (need_input && use_batch_stats) {
             // The batch mean and variance depend on every input, hence the two extra terms.
             grads[0] = empty(x.shape(), TensorOptions().dtype(x.dtype()).device(x.device()));
-            cpu::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
+            if (on_gpu) {
+              cuda::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
+            } else {
+              cpu::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
+            }
           }
         }
         // In eval mode mean and invstd are constants: the op is a per-channel affine map.

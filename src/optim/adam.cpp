@@ -7,50 +7,18 @@
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/strided_loop.h"
+#include "optim/adam_rule.h"
+#include "optim/cuda/fused_updates.h"
 
 namespace lockstep {
 
 namespace {
-// The hyper-parameters of one update of one parameter, bias corrections already folded in.
-struct AdamStep {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled_weight_decay;
-  double step_size;              // lr / (1 - beta1^t)
-  double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
-};
-
-// Adam's rule for n contiguous elements in a single pass: each element's gradient is read once,
-// its two moment estimates and its value are written once.
+// Adam on the CPU: adam_rule (optim/adam_rule.h, shared with the CUDA kernel) for each of n
+// contiguous elements, on several threads for large parameters (see sgd.cpp).
 template <class T>
-void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamStep& s) {
-  const T beta1 = static_cast<T>(s.beta1), beta2 = static_cast<T>(s.beta2);
-  const T one_minus_beta1 = static_cast<T>(1.0 - s.beta1), one_minus_beta2 = static_cast<T>(1.0 - s.beta2);
-  const T weight_decay = static_cast<T>(s.weight_decay), decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
-  const T eps = static_cast<T>(s.eps), step_size = static_cast<T>(s.step_size);
-  const T bias_correction2_sqrt = static_cast<T>(s.bias_correction2_sqrt);
-  // Local copies of the switches, so the compiler moves the tests out of the loop (see sgd.cpp).
-  const bool decoupled = s.decoupled_weight_decay, l2_penalty = !decoupled && s.weight_decay != 0.0;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i];
-    if (decoupled) {
-      // AdamW: shrink the weight itself, outside the adaptive scaling.
-      param[i] *= decay;
-    } else if (l2_penalty) {
-      // Adam: the L2 penalty's gradient joins the loss's.
-      g += weight_decay * param[i];
-    }
-    // Running averages of the gradient (m) and of its square (v).
-    const T m = beta1 * exp_avg[i] + one_minus_beta1 * g;
-    const T v = beta2 * exp_avg_sq[i] + one_minus_beta2 * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    // Both averages start at 0 and are biased towards it early on; the corrections undo that.
-    // (std::sqrt vectorises only when the build passes -fno-math-errno: otherwise each call
-    // must be able to set errno, which keeps this loop scalar and about 8x slower.)
-    const T denom = std::sqrt(v) / bias_correction2_sqrt + eps;
-    param[i] -= step_size * m / denom;
-  }
+void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamConstants<T> c) {
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
+  for (int64_t i = 0; i < n; ++i) adam_rule(i, param, grad, exp_avg, exp_avg_sq, c);
 }
 
 // PyTorch's defaults differ only in the weight decay.
@@ -87,7 +55,9 @@ void Adam::step() {
     // State starts at zero on the parameter's first update.
     Tensor& step_count = state_entry(i, "step");
     if (!step_count.defined()) {
-      step_count = zeros({});  // a 0-d f32 tensor, as PyTorch's torch.tensor(0.)
+      // A 0-d f32 tensor, as PyTorch's torch.tensor(0.), kept on the CPU even for a GPU
+      // parameter (as PyTorch does): the bias corrections below need t on the host.
+      step_count = zeros({});
       state_entry(i, "exp_avg") = zeros_like(param);
       state_entry(i, "exp_avg_sq") = zeros_like(param);
     }
@@ -100,8 +70,15 @@ void Adam::step() {
     const Tensor& exp_avg_sq = state_entry(i, "exp_avg_sq");
     dispatch_floating(param.dtype(), name().c_str(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      adam_update<T>(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
-                     exp_avg_sq.data_ptr<T>(), s);
+      const AdamConstants<T> c = adam_constants<T>(s);
+      // The same rule on either device: a loop here, one fused kernel on a GPU.
+      if (param.device().is_cuda()) {
+        cuda::adam_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
+                          exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), c);
+      } else {
+        adam_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
+                    exp_avg_sq.data_ptr<T>(), c);
+      }
     });
   }
 }

@@ -8,11 +8,9 @@
 namespace lockstep {
 
 namespace {
-// What every update loop relies on: it writes straight into the parameter's memory, one flat
-// pass over f32 or f64 elements on the CPU.
+// What every update relies on: it writes straight into the parameter's memory, one flat pass
+// over f32 or f64 elements (a loop on the CPU, one kernel on a GPU).
 void check_updatable(const std::string& name, const Tensor& param, size_t index) {
-  LOCKSTEP_CHECK(param.device().is_cpu(), name, ": parameter ", index, " is on ", param.device(),
-                 ", but this optimiser updates CPU tensors only (keep the model on the CPU)");
   LOCKSTEP_CHECK(param.dtype() == DType::f32 || param.dtype() == DType::f64, name, ": parameter ", index,
                  " is ", dtype_name(param.dtype()), ", expected f32 or f64 (keep master weights in f32)");
   LOCKSTEP_CHECK(param.is_contiguous(), name, ": parameter ", index, " of shape ", shape_str(param.shape()),

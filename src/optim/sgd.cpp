@@ -6,42 +6,23 @@
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/strided_loop.h"
+#include "optim/cuda/fused_updates.h"
+#include "optim/sgd_rule.h"
 
 namespace lockstep {
 
 namespace {
-// The hyper-parameters of one update of one parameter.
-struct SGDStep {
-  double lr, momentum, dampening, weight_decay;
-  bool nesterov;
-  bool first_step;  // the momentum buffer does not exist yet: it starts as d
-};
-
 //! [sgd rule]
-// SGD's rule for n contiguous elements in a single pass: each element's gradient is read once,
-// and its momentum buffer and value are written once. `buf` is unused without momentum.
+// SGD on the CPU: sgd_rule (optim/sgd_rule.h, shared with the CUDA kernel) for each of n
+// contiguous elements, on several threads for large parameters. Inlined, the rule's switches
+// become loop-invariant, and the compiler emits one vectorised loop per combination of them,
+// provided it can prove that no store to param changes them: firstprivate gives every thread
+// its own copy of `c` (shared, c would be read through a pointer that might alias param, and
+// the loops would stay scalar).
 template <class T>
-void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDStep& s) {
-  const T lr = static_cast<T>(s.lr), momentum = static_cast<T>(s.momentum);
-  const T weight_decay = static_cast<T>(s.weight_decay), keep = static_cast<T>(1.0 - s.dampening);
-  // Local copies of the switches: the compiler can see they never change inside the loop, and
-  // compiles one vectorised loop per combination instead of testing them per element.
-  const bool use_weight_decay = s.weight_decay != 0.0, use_momentum = s.momentum != 0.0;
-  const bool nesterov = s.nesterov, first_step = s.first_step;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    // d = g + weight_decay * p: the L2 penalty's gradient joins the loss's.
-    T d = grad[i];
-    if (use_weight_decay) d += weight_decay * param[i];
-    if (use_momentum) {
-      // buf = momentum * buf + (1 - dampening) * d, or d itself on the first step.
-      const T b = first_step ? d : momentum * buf[i] + keep * d;
-      buf[i] = b;
-      // Nesterov looks ahead along the buffer; classical momentum steps along it.
-      d = nesterov ? d + momentum * b : b;
-    }
-    param[i] -= lr * d;
-  }
+void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T> c) {
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
+  for (int64_t i = 0; i < n; ++i) sgd_rule(i, param, grad, buf, c);
 }
 //! [sgd rule]
 }  // namespace
@@ -77,8 +58,14 @@ void SGD::step() {
     }
     dispatch_floating(param.dtype(), "SGD", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      sgd_update<T>(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
-                    buf.defined() ? buf.data_ptr<T>() : nullptr, s);
+      const SGDConstants<T> c = sgd_constants<T>(s);
+      T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
+      // The same rule on either device: a loop here, one fused kernel on a GPU.
+      if (param.device().is_cuda()) {
+        cuda::sgd_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+      } else {
+        sgd_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+      }
     });
   }
 }
