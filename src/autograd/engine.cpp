@@ -11,7 +11,38 @@
 
 namespace lockstep {
 
+namespace {
+// The callbacks queued during this thread's running backward pass, and whether one runs.
+// Per thread: DataParallel's replicas may run backward passes on threads of their own.
+thread_local std::vector<std::function<void()>> queued_callbacks;
+thread_local bool backward_running = false;
+
+// Marks this thread as running a backward pass for the guard's lifetime; on the way out,
+// normal or by an exception, whatever is still queued is dropped.
+class BackwardScope {
+ public:
+  BackwardScope() {
+    LOCKSTEP_CHECK(!backward_running, "backward: called from inside a backward pass on the same thread (a hook or "
+                                      "callback may not start another backward)");
+    backward_running = true;
+  }
+  ~BackwardScope() {
+    backward_running = false;
+    queued_callbacks.clear();
+  }
+  BackwardScope(const BackwardScope&) = delete;
+  BackwardScope& operator=(const BackwardScope&) = delete;
+};
+}  // namespace
+
+void queue_backward_callback(std::function<void()> callback) {
+  LOCKSTEP_CHECK(backward_running, "queue_backward_callback: no backward pass is running on this thread; call it "
+                                   "from a gradient hook");
+  queued_callbacks.push_back(std::move(callback));
+}
+
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
+  BackwardScope scope;
   // Gradients are computed with recording off: we do not build graphs of graphs.
   NoGradGuard no_grad;
 
@@ -61,6 +92,13 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
       }
       if (--dependencies[next.get()] == 0) ready.push(next);
     }
+  }
+
+  // 4. Every gradient is in place: run what hooks asked to run at the very end (a callback
+  //    may queue another, which then runs too).
+  for (size_t i = 0; i < queued_callbacks.size(); ++i) {
+    const std::function<void()> callback = queued_callbacks[i];
+    callback();
   }
 }
 

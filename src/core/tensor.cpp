@@ -62,7 +62,9 @@ Device Tensor::device() const { return checked(impl_.get()).storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_.get()).storage; }
 
 bool Tensor::is_contiguous() const {
-  // Dimensions of size 1 may have any stride; the others must match row-major order.
+  // An empty tensor has no elements to be out of order (PyTorch agrees); dimensions of size 1
+  // may have any stride; the others must match row-major order.
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (shape()[d] == 1) continue;

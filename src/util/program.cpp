@@ -1,9 +1,18 @@
 #include "util/program.h"
 
 #include <iostream>
-
+#include <utility>
 
 namespace lockstep {
+
+namespace {
+std::function<void(int)>& fatal_error_handler() {
+  static std::function<void(int)> handler;
+  return handler;
+}
+}  // namespace
+
+void set_fatal_error_handler(std::function<void(int exit_code)> handler) { fatal_error_handler() = std::move(handler); }
 
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {
@@ -17,7 +26,8 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
   } catch (const std::exception& e) {
     // lockstep::Error carries our own sentences; anything else (out of memory, a file system
     // error) still ends with one line and a non-zero exit rather than an abort.
-    std::cerr << app.get_name() << ": error: " << e.what() << "\n";
+    std::cerr << app.get_name() << ": error: " << e.what() << "\n" << std::flush;
+    if (fatal_error_handler()) fatal_error_handler()(1);
     return 1;
   }
 }

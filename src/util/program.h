@@ -17,6 +17,12 @@ namespace lockstep {
 /// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+/// Decides what happens when a program fails: after run_program has printed the error, it calls
+/// `handler(exit_code)` (if set) before returning the code. A distributed program sets one that
+/// ends every rank of the job (init_process_group does), since a rank that returned quietly would
+/// leave the others waiting for it forever. nullptr removes the handler.
+void set_fatal_error_handler(std::function<void(int exit_code)> handler);
+
 /// The last line a chapter prints: `RESULT chapter=N key=value key=value ...`, read by the tests
 /// and benchmarks. Keys keep the order in which they were added.
 class ResultLine {

@@ -1,0 +1,92 @@
+#include "distributed/distributed_data_parallel.h"
+
+#include <string>
+#include <utility>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "distributed/rank_agreement.h"
+
+namespace lockstep {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// The device the module's tensors live on, where DDP's own small messages go too (NCCL moves
+// GPU tensors only).
+Device module_device(const Module& module) {
+  const std::vector<Tensor> params = module.parameters();
+  return params.empty() ? Device::cpu() : params.front().device();
+}
+
+// Every rank must wrap the same model: otherwise the buckets (and hence the all-reduces) would
+// not match and the first backward would hang or mix up gradients.
+void check_same_parameters(ProcessGroup& group, const std::vector<std::pair<std::string, Tensor>>& params,
+                           Device device) {
+  const std::optional<Disagreement> count =
+      find_disagreement(group, {static_cast<uint64_t>(params.size())}, device);
+  LOCKSTEP_CHECK(!count, "DistributedDataParallel: the ranks wrap different models: rank 0 has ",
+                 count ? count->values[0] : 0, " parameters, rank(s) ", count ? rank_list(count->ranks) : "",
+                 " have a different number (this rank has ", params.size(), ")");
+  std::vector<uint64_t> fingerprints;
+  for (const auto& [name, p] : params) {
+    uint64_t hash = fnv1a(p.shape().data(), p.shape().size() * sizeof(int64_t));
+    const int dtype = static_cast<int>(p.dtype());
+    fingerprints.push_back(fnv1a(&dtype, sizeof(dtype), hash));
+  }
+  const std::optional<Disagreement> shape = find_disagreement(group, fingerprints, device);
+  if (shape) {
+    const auto& [name, p] = params[shape->item];
+    throw Error(detail::concat("DistributedDataParallel: parameter \"", name, "\" (number ", shape->item,
+                               ") differs in shape or dtype between rank 0 and rank(s) ", rank_list(shape->ranks),
+                               "; on this rank it is ", shape_str(p.shape()), " ", dtype_name(p.dtype()),
+                               ". Every rank must build the same model"));
+  }
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
+                                                 const DistributedDataParallelOptions& options, ProcessGroup& group)
+    : module_(std::move(module)), group_(group), options_(options) {
+  LOCKSTEP_CHECK(module_ != nullptr, "DistributedDataParallel: expected a module, got nullptr");
+  register_module("module", module_);
+  // Only parameters that learn take part (frozen ones have no gradient to average).
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (auto& [name, p] : module_->named_parameters()) {
+    if (p.requires_grad()) params.emplace_back(name, p);
+  }
+  const Device device = module_device(*module_);
+
+  // 1. Same model everywhere?
+  check_same_parameters(group_, params, device);
+
+  // 2. Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
+  //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : module_->named_parameters()) group_.broadcast(p, 0);
+    for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
+  }
+
+  // 3. The buckets and their hooks.
+  reducer_ = std::make_unique<Reducer>(std::move(params), group_,
+                                       static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB),
+                                       static_cast<int64_t>(options_.bucket_cap_mb() * kMiB),
+                                       options_.find_unused_parameters());
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
+  // sees other samples), so before each forward they are made rank 0's again.
+  if (options_.broadcast_buffers() && group_.size() > 1) {
+    NoGradGuard no_grad;
+    for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
+  }
+  // Decided at forward time, as in PyTorch: a forward inside no_sync() gives a local backward.
+  reducer_->prepare_for_backward(require_sync_ && grad_mode_enabled());
+  return module_->forward(input);
+}
+
+}  // namespace lockstep

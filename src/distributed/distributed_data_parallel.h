@@ -1,0 +1,108 @@
+/// \file
+/// DistributedDataParallel (torch.nn.parallel.DistributedDataParallel): one process per rank,
+/// each with a full copy of the model and its own shard of every batch; gradients averaged
+/// across ranks during backward, so every rank's optimizer takes the same step and the copies
+/// stay identical ("in lockstep") without ever sending the weights again.
+///
+/// Typical use, after init_process_group:
+///
+///     auto ddp = std::make_shared<DistributedDataParallel>(model);   // broadcasts rank 0's weights
+///     SGD opt(ddp->parameters(), SGDOptions(0.05));
+///     Tensor loss = cross_entropy((*ddp)(x), y);                     // x: this rank's batch
+///     opt.zero_grad();
+///     loss.backward();                                               // gradients averaged here
+///     opt.step();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "distributed/launch.h"
+#include "distributed/reducer.h"
+#include "nn/module.h"
+
+namespace lockstep {
+
+/// DistributedDataParallel's settings, PyTorch's defaults.
+class DistributedDataParallelOptions {
+ public:
+  /// Broadcast rank 0's buffers (BatchNorm's running statistics) at the start of every forward,
+  /// so that every rank evaluates with the same ones (default true).
+  DistributedDataParallelOptions& broadcast_buffers(bool value) { broadcast_buffers_ = value; return *this; }
+  /// Allow parameters that receive no gradient in a backward pass: they are found at the end of
+  /// it and contribute zeros (default false: such a model is a clear error instead).
+  DistributedDataParallelOptions& find_unused_parameters(bool value) { find_unused_ = value; return *this; }
+  /// The cap of every bucket after the first, in MiB (default 25).
+  DistributedDataParallelOptions& bucket_cap_mb(double value) { bucket_cap_mb_ = value; return *this; }
+  /// The cap of the first bucket, in MiB (default 1: a small bucket starts communication early).
+  DistributedDataParallelOptions& first_bucket_cap_mb(double value) { first_bucket_cap_mb_ = value; return *this; }
+  /// Whether buffers are broadcast every forward.
+  bool broadcast_buffers() const { return broadcast_buffers_; }
+  /// Whether unused parameters are allowed.
+  bool find_unused_parameters() const { return find_unused_; }
+  /// The bucket cap in MiB.
+  double bucket_cap_mb() const { return bucket_cap_mb_; }
+  /// The first bucket's cap in MiB.
+  double first_bucket_cap_mb() const { return first_bucket_cap_mb_; }
+
+ private:
+  bool broadcast_buffers_ = true;
+  bool find_unused_ = false;
+  double bucket_cap_mb_ = 25.0;
+  double first_bucket_cap_mb_ = 1.0;
+};
+
+/// Wraps `module` so that its gradients are averaged across the ranks of a process group. The
+/// wrapped module is registered as the child "module": the wrapper's state_dict keys start with
+/// "module." (save `ddp.module().state_dict()` to get the plain names).
+class DistributedDataParallel : public Module {
+ public:
+  /// Checks that every rank's module has parameters of the same names order, shapes and dtypes
+  /// (a clear error naming the first that differs), then copies rank 0's parameters and buffers
+  /// to every rank, and sets up the buckets. Collective: every rank of `group` calls it.
+  explicit DistributedDataParallel(std::shared_ptr<Module> module,
+                                   const DistributedDataParallelOptions& options = DistributedDataParallelOptions(),
+                                   ProcessGroup& group = default_process_group());
+
+  /// Broadcasts the buffers (if asked to), then runs the wrapped module. The backward pass of
+  /// its result averages the gradients, unless this forward ran inside no_sync().
+  Tensor forward(const Tensor& input) override;
+
+  /// The wrapped module (PyTorch's `ddp.module`).
+  Module& module() { return *module_; }
+
+  /// The buckets, in the order their all-reduces start in every backward.
+  std::vector<BucketSummary> buckets() const { return reducer_->buckets(); }
+
+  /// While a guard from no_sync() lives, forwards mark their backward passes as local: the
+  /// gradients accumulate in param.grad() on each rank without communication. The first
+  /// backward after it averages the accumulated gradients. (Gradient accumulation over
+  /// micro-batches with one all-reduce per step.)
+  class NoSyncGuard {
+   public:
+    /// Ends the no_sync() region.
+    ~NoSyncGuard() { ddp_.require_sync_ = previous_; }
+    NoSyncGuard(const NoSyncGuard&) = delete;             ///< One guard per region.
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;  ///< One guard per region.
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.require_sync_) {
+      ddp.require_sync_ = false;
+    }
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  /// `{ auto guard = ddp.no_sync(); ... }`: see NoSyncGuard.
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+ private:
+  std::shared_ptr<Module> module_;
+  ProcessGroup& group_;
+  DistributedDataParallelOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+  bool require_sync_ = true;
+};
+
+}  // namespace lockstep

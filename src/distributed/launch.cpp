@@ -1,0 +1,166 @@
+#include "distributed/launch.h"
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_nccl.h"
+#include "util/program.h"
+
+namespace lockstep {
+
+namespace {
+
+// One launcher's names for rank, world size, local rank and local world size (nullptr where the
+// launcher has no plain number for it: then it stays unknown until MPI tells).
+struct LauncherVariables {
+  const char* launcher;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  const char* local_world_size;
+};
+
+constexpr LauncherVariables kLaunchers[] = {
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+};
+
+std::optional<int> read_int(const std::function<const char*(const char*)>& getenv, const char* name) {
+  const char* text = name != nullptr ? getenv(name) : nullptr;
+  if (text == nullptr) return std::nullopt;
+  size_t used = 0;
+  int value = -1;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LOCKSTEP_CHECK(used > 0 && text[used] == '\0' && value >= 0, "launch: expected a non-negative integer in $", name,
+                 ", got \"", text, "\"");
+  return value;
+}
+
+// Everything init_process_group sets up, torn down by destroy_process_group.
+struct DistributedState {
+  LaunchInfo launch;
+  std::shared_ptr<ProcessGroup> default_group;
+  std::shared_ptr<ProcessGroup> cpu_group;
+};
+
+DistributedState& state() {
+  static DistributedState s;
+  return s;
+}
+
+}  // namespace
+
+LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv) {
+  for (const LauncherVariables& vars : kLaunchers) {
+    const std::optional<int> rank = read_int(getenv, vars.rank);
+    const std::optional<int> world = read_int(getenv, vars.world_size);
+    if (!rank || !world) continue;
+    LaunchInfo info;
+    info.launcher = vars.launcher;
+    info.rank = *rank;
+    info.world_size = *world;
+    LOCKSTEP_CHECK(info.world_size >= 1 && info.rank < info.world_size, "launch: ", vars.launcher, " says rank ",
+                   info.rank, " of ", info.world_size, ", which is not a rank of that world");
+    info.local_rank = read_int(getenv, vars.local_rank).value_or(info.rank);
+    info.local_world_size = read_int(getenv, vars.local_world_size).value_or(info.world_size);
+    return info;
+  }
+  return LaunchInfo{};
+}
+
+std::string choose_backend(const std::string& requested, Device device, const LaunchInfo& launch, int cuda_devices) {
+  LOCKSTEP_CHECK(requested == "auto" || requested == "mpi" || requested == "nccl",
+                 "expected --backend auto, mpi or nccl, got \"", requested, "\"");
+  const bool own_gpu_each = cuda_devices >= launch.local_world_size;
+  if (requested == "mpi") return "mpi";
+  if (requested == "auto") return device.is_cuda() && built_with_nccl() && own_gpu_each ? "nccl" : "mpi";
+  // NCCL was asked for: say exactly which of its conditions fails.
+  LOCKSTEP_CHECK(device.is_cuda(), "the NCCL backend moves CUDA tensors only, and the model is on ", device.str(),
+                 " (use --device cuda, or --backend mpi)");
+  LOCKSTEP_CHECK(own_gpu_each, launch.local_world_size, " ranks on this node but only ", cuda_devices,
+                 " CUDA device(s); NCCL needs one GPU per rank (use --backend mpi, or fewer ranks)");
+  LOCKSTEP_CHECK(built_with_nccl(), "this build has no NCCL backend (it needs CUDA, NCCL and MPI when CMake runs); "
+                                    "use --backend mpi");
+  return "nccl";
+}
+
+Device device_for_rank(const LaunchInfo& launch, int cuda_devices) {
+  LOCKSTEP_CHECK(cuda_devices > 0, "cannot place rank ", launch.rank, " on a GPU: this machine has no CUDA device "
+                                   "(use --device cpu)");
+  return Device::cuda(launch.local_rank % cuda_devices);
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device) {
+  DistributedState& s = state();
+  LOCKSTEP_CHECK(s.default_group == nullptr, "init_process_group: already initialised (call it once per process)");
+  LOCKSTEP_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: expected backend \"mpi\" or \"nccl\", got \"",
+                 backend, "\" (choose_backend resolves \"auto\")");
+  s.launch = detect_launch();
+  // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
+  s.cpu_group = make_mpi_process_group();
+  const auto [node_rank, node_size] = mpi::node_rank_and_size();
+  s.launch.rank = s.cpu_group->rank();
+  s.launch.world_size = s.cpu_group->size();
+  s.launch.local_rank = node_rank;
+  s.launch.local_world_size = node_size;
+  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
+  // From now on a rank that fails must take the others down with it: they would otherwise wait
+  // in their next collective for a rank that will never come.
+  set_fatal_error_handler([](int exit_code) {
+    if (state().launch.world_size > 1) mpi::abort(exit_code);
+  });
+  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
+  (void)registered;
+  return s.default_group;
+}
+
+bool is_initialized() { return state().default_group != nullptr; }
+
+ProcessGroup& default_process_group() {
+  LOCKSTEP_CHECK(is_initialized(), "no default process group: call init_process_group first");
+  return *state().default_group;
+}
+
+ProcessGroup& cpu_process_group() {
+  LOCKSTEP_CHECK(is_initialized(), "no default process group: call init_process_group first");
+  return *state().cpu_group;
+}
+
+void destroy_process_group() {
+  DistributedState& s = state();
+  if (s.default_group == nullptr) return;
+  // The NCCL group first (it was built on the MPI one), then the MPI group, whose destructor
+  // waits for its worker to finish the collectives still queued; MPI itself last.
+  s.default_group.reset();
+  s.cpu_group.reset();
+  set_fatal_error_handler(nullptr);
+  mpi::finalize();
+}
+
+std::string rank_prefix() {
+  if (!is_initialized()) return "";
+  return "[rank " + std::to_string(state().launch.rank) + "/" + std::to_string(state().launch.world_size) + "] ";
+}
+
+void log_rank(const std::string& line) {
+  // One write of the whole line, so that lines of different ranks do not interleave mid-line.
+  std::cout << (rank_prefix() + line + "\n") << std::flush;
+}
+
+void print_rank0(const std::string& line) {
+  if (is_initialized() && state().launch.rank != 0) return;
+  std::cout << line << "\n" << std::flush;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,80 @@
+/// \file
+/// Starting a distributed program: who launched us (mpirun, srun, torchrun or nobody), which rank
+/// this process is, the default process group (torch.distributed.init_process_group), and
+/// logging that says which rank is speaking.
+///
+/// A program is written once and started N times: `mpirun -n 2 ./chapter4` runs two copies of
+/// the same program, which differ only in the rank the launcher gave each of them.
+#pragma once
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+#include "distributed/process_group.h"
+
+namespace lockstep {
+
+/// What the launcher told this process about the job.
+struct LaunchInfo {
+  std::string launcher = "none";  ///< "openmpi", "mpich", "slurm", "torchrun" or "none"
+  int rank = 0;                   ///< this process's rank in the job, 0..world_size-1
+  int world_size = 1;             ///< how many processes the job has
+  int local_rank = 0;             ///< this process's rank among those on its machine
+  int local_world_size = 1;       ///< how many of the job's processes run on this machine
+};
+
+/// Reads the launcher's environment variables (SEMANTICS.md, "Launch variables"): Open MPI's
+/// OMPI_COMM_WORLD_*, MPICH/Hydra's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, Slurm's SLURM_PROCID/
+/// SLURM_NTASKS/SLURM_LOCALID, torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, checked
+/// in that order. Without any, a world of one. `getenv` is a parameter so tests can pass their
+/// own environment; a malformed value is a clear error.
+LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv = [](const char* name) {
+  return std::getenv(name);
+});
+
+/// Which backend a job should use: `requested` is "auto", "mpi" or "nccl"; `device` is where the
+/// model lives; `cuda_devices` is how many GPUs this machine has. "auto" picks NCCL when the
+/// model is on a GPU, NCCL is built in and every rank of this machine has a GPU of its own, and
+/// MPI otherwise. Asking for "nccl" where it cannot work is an error that says why and what to
+/// do instead.
+std::string choose_backend(const std::string& requested, Device device, const LaunchInfo& launch, int cuda_devices);
+
+/// The GPU a rank uses: its local rank, wrapped around the GPUs of its machine (so ranks share
+/// GPUs when there are more ranks than GPUs, which only the MPI backend allows).
+Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
+
+/// Starts MPI, creates the default process group with `backend` ("mpi", or "nccl" on GPU
+/// `device`), and arranges for a rank that fails to end the whole job (see
+/// set_fatal_error_handler in util/program.h) rather than leave the other ranks waiting.
+/// Returns the group; it is also available through default_process_group().
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu());
+
+/// Whether init_process_group has run and destroy_process_group has not.
+bool is_initialized();
+
+/// The group init_process_group created; an error before that.
+ProcessGroup& default_process_group();
+
+/// A group that can send CPU tensors: the default group itself with the MPI backend; with NCCL,
+/// the MPI group that started it (like a "gloo" group beside an "nccl" one in PyTorch).
+ProcessGroup& cpu_process_group();
+
+/// Waits for the last collectives, destroys the groups and shuts MPI down. Every rank calls it
+/// at the end (it also runs at exit if the program forgot).
+void destroy_process_group();
+
+/// "[rank R/W] ": the prefix of every line a rank prints, so interleaved output can be told
+/// apart. Empty before init_process_group.
+std::string rank_prefix();
+
+/// Prints `line` (and a newline) on stdout with this rank's prefix, in one write.
+void log_rank(const std::string& line);
+
+/// Prints `line` (and a newline) on stdout on rank 0 only, without a prefix: for what every rank
+/// knows equally (the configuration, all-reduced results).
+void print_rank0(const std::string& line);
+
+}  // namespace lockstep

@@ -1,0 +1,105 @@
+/// \file
+/// ProcessGroup: the collectives every rank of a job calls together (torch.distributed's
+/// ProcessGroup), and Work, the handle of one that may still be running.
+///
+/// A collective is a promise made by *every* rank: all of them call the same collectives, in the
+/// same order, with tensors of the same size and dtype. A rank that skips one (or calls them in a
+/// different order) leaves the others waiting forever: that is the "hang" of SEMANTICS.md's
+/// questions users ask. The checks here catch what one rank can see on its own (a tensor that is
+/// not contiguous, a root outside the group); what only the group can see (sizes that differ
+/// between ranks) is the backend's to report.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace lockstep {
+
+/// How all_reduce and reduce_scatter combine the ranks' values (torch.distributed.ReduceOp).
+enum class ReduceOp {
+  Sum,  ///< the sum over ranks
+  Avg,  ///< the sum divided by the number of ranks (floating dtypes only)
+  Max,  ///< the largest value
+};
+
+/// "sum", "avg" or "max".
+const char* reduce_op_name(ReduceOp op);
+
+/// The handle of a collective that was started and may not have finished (torch's Work).
+/// Every started collective must be waited for: until then the tensors it was given may still be
+/// read or written by the backend, and must stay alive and untouched.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Blocks until the collective has finished and its result can be used by the caller: on the
+  /// CPU its tensors hold the result; on a GPU, work queued afterwards on the current stream runs
+  /// after it (the CPU need not wait). Rethrows the backend's error, if any. Waiting twice is
+  /// harmless.
+  virtual void wait() = 0;
+  /// Whether the collective has finished, without blocking (a polling version of wait()).
+  virtual bool is_completed() = 0;
+};
+
+/// The ranks of one job and the collectives between them. Each collective exists in two forms:
+/// `x_async(...)` starts it and returns its Work at once; `x(...)` starts it and waits. Tensors
+/// are modified in place and must be contiguous; in one call they share a dtype and device.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  /// This process's rank, 0..size()-1.
+  int rank() const { return rank_; }
+  /// The number of ranks in the group (the world size).
+  int size() const { return size_; }
+  /// The backend's name: "mpi" or "nccl".
+  virtual std::string backend_name() const = 0;
+
+  /// Replaces `tensor` on every rank by the element-wise `op` of all ranks' tensors.
+  std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  /// Copies rank `root`'s `tensor` into every other rank's `tensor`.
+  std::shared_ptr<Work> broadcast_async(const Tensor& tensor, int root);
+  /// Concatenates every rank's `input` along dimension 0 into `output`, rank 0's first, on every
+  /// rank (torch's all_gather_into_tensor). output: (size() * input.size(0), ...).
+  std::shared_ptr<Work> all_gather_async(const Tensor& output, const Tensor& input);
+  /// Reduces every rank's `input` with `op` and leaves rank r the r-th of size() equal slices
+  /// along dimension 0 (torch's reduce_scatter_tensor). input: (size() * output.size(0), ...).
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
+  /// Finishes once every rank has started its barrier.
+  std::shared_ptr<Work> barrier_async();
+
+  /// all_reduce_async, then wait.
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) { all_reduce_async(tensor, op)->wait(); }
+  /// broadcast_async, then wait.
+  void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+  /// all_gather_async, then wait.
+  void all_gather(const Tensor& output, const Tensor& input) { all_gather_async(output, input)->wait(); }
+  /// reduce_scatter_async, then wait.
+  void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum) {
+    reduce_scatter_async(output, input, op)->wait();
+  }
+  /// barrier_async, then wait.
+  void barrier() { barrier_async()->wait(); }
+
+ protected:
+  /// A group in which this process is `rank` of `size`.
+  ProcessGroup(int rank, int size);
+  // What a backend implements: the same collectives, arguments already checked.
+  /// Starts an all-reduce of a checked tensor.
+  virtual std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
+  /// Starts a broadcast of a checked tensor from a valid root.
+  virtual std::shared_ptr<Work> start_broadcast(const Tensor& tensor, int root) = 0;
+  /// Starts an all-gather of checked tensors.
+  virtual std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) = 0;
+  /// Starts a reduce-scatter of checked tensors.
+  virtual std::shared_ptr<Work> start_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) = 0;
+  /// Starts a barrier.
+  virtual std::shared_ptr<Work> start_barrier() = 0;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+}  // namespace lockstep

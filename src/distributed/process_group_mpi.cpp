@@ -1,0 +1,239 @@
+// The MPI backend of ProcessGroup (declared in distributed/process_group_mpi.h).
+//
+// MPI's collectives block the thread that calls them. To let a caller start a collective and go
+// on (DDP starts a bucket's all-reduce and goes on with backward), each group owns one worker
+// thread that takes collectives from a queue and runs them one after another, in the order they
+// were started: the same order on every rank, as MPI requires. Work::wait() blocks until the
+// worker has finished that collective.
+#include <mpi.h>
+
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/cuda_copy.h"
+#include "distributed/mpi_check.h"
+#include "distributed/process_group_mpi.h"
+
+namespace lockstep {
+
+namespace {
+
+MPI_Datatype mpi_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i64: return MPI_INT64_T;
+    case DType::i32: return MPI_INT32_T;
+    case DType::u8: return MPI_UINT8_T;
+    default:
+      throw Error(detail::concat("the MPI backend cannot send ", dtype_name(dtype),
+                                 " tensors (it handles f32, f64, i64, i32 and u8; convert with .to(DType::f32))"));
+  }
+}
+
+// ReduceOp::Avg is a sum followed by a division (MPI has no average).
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+
+int mpi_count(const Tensor& t) {
+  LOCKSTEP_CHECK(t.numel() <= INT_MAX, "the MPI backend sends at most ", INT_MAX, " elements per collective, got ",
+                 t.numel(), " (split the tensor)");
+  return static_cast<int>(t.numel());
+}
+
+// Divides a floating CPU tensor's elements by `n`, in place, on the calling (worker) thread.
+void divide(const Tensor& t, int n) {
+  if (t.dtype() == DType::f32) {
+    float* p = t.data_ptr<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= static_cast<float>(n);
+  } else {
+    double* p = t.data_ptr<double>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= n;
+  }
+}
+
+// MPI reads and writes host memory. A CPU tensor is used as it is; a GPU tensor is copied into
+// pinned host memory when the collective starts (on the caller's thread, so the copy sees the
+// values the caller computed) and copied back when the caller waits.
+struct HostView {
+  Tensor device_tensor;  // the caller's tensor
+  Tensor host;           // what MPI reads and writes: the same tensor on the CPU, else a copy
+  bool copy_back;        // whether wait() must copy `host` into `device_tensor`
+};
+
+HostView host_view(const Tensor& t, bool is_output) {
+  if (t.device().is_cpu()) return {t, t, false};
+  Tensor staged = empty(t.shape(), TensorOptions().dtype(t.dtype()).pinned_memory(true));
+  cuda::copy_between_devices(t, staged, /*non_blocking=*/false);
+  return {t, staged, is_output};
+}
+
+class MpiWork : public Work {
+ public:
+  explicit MpiWork(std::vector<HostView> outputs) : outputs_(std::move(outputs)) {}
+
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_changed_.wait(lock, [this] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+    // Copy staged results back to the GPU once, on the waiting (caller's) thread.
+    for (HostView& view : outputs_) {
+      // Queued on the GPU's stream; the pinned block is not reused before the copy has run.
+      if (view.copy_back) cuda::copy_between_devices(view.host, view.device_tensor, /*non_blocking=*/true);
+      view.copy_back = false;
+    }
+  }
+
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+
+  // Called by the worker when the collective has finished (or failed).
+  void finish(std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      error_ = error;
+    }
+    done_changed_.notify_all();
+  }
+
+ private:
+  std::vector<HostView> outputs_;
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class ProcessGroupMPI : public ProcessGroup {
+ public:
+  ProcessGroupMPI(MPI_Comm comm, int rank, int size) : ProcessGroup(rank, size), comm_(comm) {
+    worker_ = std::thread([this] { run_worker(); });
+  }
+
+  ~ProcessGroupMPI() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    worker_.join();
+    if (mpi::is_initialized()) MPI_Comm_free(&comm_);
+  }
+
+  std::string backend_name() const override { return "mpi"; }
+
+ protected:
+  std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
+    HostView view = host_view(tensor, /*is_output=*/true);
+    const MPI_Datatype type = mpi_datatype(tensor.dtype());
+    const int count = mpi_count(tensor);
+    const Tensor host = view.host;
+    return enqueue({view}, [=] {
+      LOCKSTEP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op(op), comm_));
+      if (op == ReduceOp::Avg) divide(host, size());
+    });
+  }
+
+  std::shared_ptr<Work> start_broadcast(const Tensor& tensor, int root) override {
+    HostView view = host_view(tensor, /*is_output=*/rank() != root);
+    const MPI_Datatype type = mpi_datatype(tensor.dtype());
+    const int count = mpi_count(tensor);
+    const Tensor host = view.host;
+    return enqueue({view}, [=] { LOCKSTEP_MPI_CHECK(MPI_Bcast(host.data(), count, type, root, comm_)); });
+  }
+
+  std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) override {
+    HostView in = host_view(input, /*is_output=*/false);
+    HostView out = host_view(output, /*is_output=*/true);
+    const MPI_Datatype type = mpi_datatype(input.dtype());
+    const int count = mpi_count(input);
+    const Tensor send = in.host, receive = out.host;
+    return enqueue({in, out}, [=] {
+      LOCKSTEP_MPI_CHECK(MPI_Allgather(send.data(), count, type, receive.data(), count, type, comm_));
+    });
+  }
+
+  std::shared_ptr<Work> start_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    HostView in = host_view(input, /*is_output=*/false);
+    HostView out = host_view(output, /*is_output=*/true);
+    const MPI_Datatype type = mpi_datatype(input.dtype());
+    const int count = mpi_count(output);
+    const Tensor send = in.host, receive = out.host;
+    return enqueue({in, out}, [=] {
+      LOCKSTEP_MPI_CHECK(MPI_Reduce_scatter_block(send.data(), receive.data(), count, type, mpi_op(op), comm_));
+      if (op == ReduceOp::Avg) divide(receive, size());
+    });
+  }
+
+  std::shared_ptr<Work> start_barrier() override {
+    return enqueue({}, [=] { LOCKSTEP_MPI_CHECK(MPI_Barrier(comm_)); });
+  }
+
+ private:
+  struct Task {
+    std::shared_ptr<MpiWork> work;
+    std::function<void()> run;
+  };
+
+  // Hands a collective to the worker; its Work keeps the staged tensors alive until waited for.
+  std::shared_ptr<Work> enqueue(std::vector<HostView> views, std::function<void()> run) {
+    auto work = std::make_shared<MpiWork>(std::move(views));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({work, std::move(run)});
+    }
+    queue_changed_.notify_one();
+    return work;
+  }
+
+  // The worker: runs queued collectives in order until the group is destroyed and the queue is
+  // empty. An error in one collective is handed to whoever waits for it.
+  void run_worker() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        task.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      task.work->finish(error);
+    }
+  }
+
+  MPI_Comm comm_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_mpi_process_group() {
+  mpi::initialize();
+  MPI_Comm comm;
+  LOCKSTEP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1;
+  LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return std::make_shared<ProcessGroupMPI>(comm, rank, size);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,45 @@
+/// \file
+/// The MPI side of Lockstep: starting and stopping MPI, and the MPI backend of ProcessGroup
+/// (torch's ProcessGroupMPI). MPI is both the launcher (`mpirun` starts the ranks and tells each
+/// its number) and the communication library for CPU tensors; CUDA tensors are staged through
+/// pinned host buffers. In a build without MPI these functions throw a clear error.
+#pragma once
+
+#include <memory>
+
+#include "distributed/process_group.h"
+
+namespace lockstep {
+
+/// Whether this build has MPI (CMake found it).
+bool built_with_mpi();
+
+namespace mpi {
+
+/// Starts MPI once per process (MPI_Init_thread, asking for MPI_THREAD_SERIALIZED: one thread at
+/// a time calls MPI, here each process group's worker thread). Started without `mpirun`, MPI
+/// runs as a world of one. Calling it again does nothing.
+void initialize();
+/// Whether initialize() has run and finalize() has not.
+bool is_initialized();
+/// This process's rank in MPI_COMM_WORLD and the world's size.
+std::pair<int, int> world_rank_and_size();
+/// This process's rank among the ranks on its own machine, and how many there are (from the
+/// ranks that share memory with it, so it is right under any launcher).
+std::pair<int, int> node_rank_and_size();
+/// Shuts MPI down (MPI_Finalize): every rank must call it, after its last collective.
+void finalize();
+/// Ends every rank of the job at once with exit status `code` (MPI_Abort). A rank that fails
+/// alone must call this: leaving quietly would leave the others waiting in their next
+/// collective forever.
+[[noreturn]] void abort(int code);
+
+}  // namespace mpi
+
+/// A process group over all ranks of MPI_COMM_WORLD (a duplicate of it, so that its messages
+/// never mix with anyone else's). One worker thread per group runs the collectives in the order
+/// they were started, which is what lets `_async` calls overlap with the caller's work.
+/// Supports f32, f64, i64, i32 and u8 tensors on the CPU or (staged) on a GPU.
+std::shared_ptr<ProcessGroup> make_mpi_process_group();
+
+}  // namespace lockstep

@@ -1,0 +1,185 @@
+#include "distributed/reducer.h"
+
+#include <map>
+
+#include "autograd/engine.h"
+#include "core/error.h"
+
+namespace lockstep {
+
+struct Reducer::Bucket {
+  std::vector<size_t> members;   // parameter indices, in the order gradients are expected
+  std::vector<int64_t> offsets;  // where each member's gradient starts in `flat`, in elements
+  Tensor flat;                   // flat: (total elements,) one dtype, one device
+  size_t pending = 0;            // members still without a gradient in this backward
+  std::shared_ptr<Work> work;    // the all-reduce, once started
+};
+
+namespace {
+int64_t nbytes(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
+
+// The slice of a bucket's flat buffer that holds member `position`'s gradient, shaped like it.
+Tensor slot(const Tensor& flat, int64_t offset, const Tensor& param) {
+  return flat.slice(0, offset, offset + param.numel()).view(param.shape());
+}
+}  // namespace
+
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
+                 int64_t bucket_bytes, bool find_unused_parameters)
+    : params_(std::move(params)), group_(group), find_unused_(find_unused_parameters) {
+  // 1. Buckets, filled walking the parameters backwards (the order backward produces their
+  //    gradients), one open bucket per (dtype, device). A bucket closes once it reaches its cap:
+  //    the first one of each kind is small so that communication starts early in backward.
+  struct Open {
+    std::vector<size_t> members;
+    int64_t bytes = 0;
+    int closed = 0;
+  };
+  std::map<std::pair<int, std::string>, Open> open;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = params_.size(); i-- > 0;) {
+    const Tensor& p = params_[i].second;
+    Open& bucket = open[{static_cast<int>(p.dtype()), p.device().str()}];
+    bucket.members.push_back(i);
+    bucket.bytes += nbytes(p);
+    if (bucket.bytes >= (bucket.closed == 0 ? first_bucket_bytes : bucket_bytes)) {
+      groups.push_back(std::move(bucket.members));
+      bucket = Open{{}, 0, bucket.closed + 1};
+    }
+  }
+  for (auto& [key, bucket] : open) {
+    if (!bucket.members.empty()) groups.push_back(std::move(bucket.members));
+  }
+
+  // 2. Each bucket's flat buffer, and where each gradient goes in it.
+  slot_of_.resize(params_.size());
+  for (std::vector<size_t>& members : groups) {
+    Bucket bucket;
+    int64_t total = 0;
+    for (size_t i : members) {
+      slot_of_[i] = {buckets_.size(), bucket.offsets.size()};
+      bucket.offsets.push_back(total);
+      total += params_[i].second.numel();
+    }
+    const Tensor& first = params_[members.front()].second;
+    bucket.flat = zeros({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
+    bucket.members = std::move(members);
+    bucket.pending = bucket.members.size();
+    buckets_.push_back(std::move(bucket));
+  }
+  ready_.assign(params_.size(), false);
+
+  // 3. The hooks: backward calls them as each gradient is complete.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hooks_.push_back(params_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_ready(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].second.remove_hook(hooks_[i]);
+}
+
+void Reducer::prepare_for_backward(bool sync) {
+  sync_ = sync;
+  // A backward that failed half-way left its marks: start clean.
+  ready_.assign(params_.size(), false);
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.members.size();
+    bucket.work.reset();
+  }
+  next_bucket_ = 0;
+  finalize_queued_ = false;
+}
+
+std::vector<BucketSummary> Reducer::buckets() const {
+  std::vector<BucketSummary> out;
+  for (const Bucket& bucket : buckets_) {
+    BucketSummary summary;
+    for (size_t i : bucket.members) summary.names.push_back(params_[i].first);
+    summary.bytes = nbytes(bucket.flat);
+    out.push_back(std::move(summary));
+  }
+  return out;
+}
+
+void Reducer::mark_ready(size_t index) {
+  // Inside no_sync() gradients just accumulate in param.grad(), as without DDP.
+  if (!sync_) return;
+  // The first gradient of this backward: make sure the end of backward waits for the rest.
+  if (!finalize_queued_) {
+    queue_backward_callback([this] { finalize_backward(); });
+    finalize_queued_ = true;
+  }
+  const auto [b, position] = slot_of_[index];
+  Bucket& bucket = buckets_[b];
+  const Tensor& param = params_[index].second;
+  slot(bucket.flat, bucket.offsets[position], param).copy_(param.grad());
+  ready_[index] = true;
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Every rank must start the same all-reduces in the same order, or they pair up wrongly and
+  // hang: a complete bucket waits until all buckets before it have started.
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& bucket = buckets_[next_bucket_++];
+    // Divide, then sum: the average, without the sum of many ranks growing large first.
+    bucket.flat.mul_(1.0 / group_.size());
+    bucket.work = group_.all_reduce_async(bucket.flat, ReduceOp::Sum);
+  }
+}
+
+void Reducer::finalize_backward() {
+  finalize_queued_ = false;
+  // 1. Parameters that got no gradient were not used by this forward. Without
+  //    find_unused_parameters their buckets would never be complete: say which they are.
+  std::vector<size_t> unused;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) unused.push_back(i);
+  }
+  if (!unused.empty() && !find_unused_) {
+    std::string names;
+    for (size_t i : unused) names += (names.empty() ? "" : ", ") + params_[i].first;
+    throw Error(detail::concat(
+        "DistributedDataParallel: ", unused.size(), " parameter(s) received no gradient in this backward pass: ", names,
+        ". Every rank must average every parameter's gradient, so the all-reduce of their bucket could never start. "
+        "If the model really skips them, pass find_unused_parameters(true); otherwise make the loss depend on them"));
+  }
+  // 2. With find_unused_parameters: which parameters did any rank use? Unused ones contribute
+  //    zeros to their bucket, and a parameter no rank used keeps its gradient as it was.
+  std::vector<int64_t> used_anywhere(params_.size(), 1);
+  if (find_unused_) {
+    const Tensor& first = params_.front().second;
+    std::vector<double> mine(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) mine[i] = ready_[i] ? 1.0 : 0.0;
+    for (size_t i : unused) {
+      const auto [b, position] = slot_of_[i];
+      slot(buckets_[b].flat, buckets_[b].offsets[position], params_[i].second).zero_();
+      ready_[i] = true;
+      --buckets_[b].pending;
+    }
+    launch_ready_buckets();
+    const Tensor used = from_vector(mine, {static_cast<int64_t>(mine.size())}, TensorOptions().device(first.device()));
+    group_.all_reduce(used, ReduceOp::Sum);
+    const std::vector<double> total = used.to_vector<double>();
+    for (size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = total[i] > 0.0;
+  }
+  // 3. Wait for every bucket, then hand the averages to param.grad().
+  for (Bucket& bucket : buckets_) {
+    bucket.work->wait();
+    for (size_t position = 0; position < bucket.members.size(); ++position) {
+      const size_t i = bucket.members[position];
+      if (!used_anywhere[i]) continue;
+      const Tensor& param = params_[i].second;
+      const Tensor average = slot(bucket.flat, bucket.offsets[position], param);
+      if (param.grad().defined()) {
+        param.grad().copy_(average);
+      } else {
+        param.set_grad(average.clone());
+      }
+    }
+  }
+  prepare_for_backward(sync_);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,74 @@
+/// \file
+/// The Reducer: the part of DistributedDataParallel that averages gradients across ranks while
+/// backward is still running (torch's C++ `Reducer`).
+///
+/// Parameters are grouped into buckets, in reverse registration order, because backward
+/// produces gradients roughly in that order: the last layer's first. A hook on each parameter
+/// fires when its gradient has been accumulated; it copies the gradient into its bucket's flat
+/// buffer, and once every gradient of a bucket is there, the bucket's all-reduce starts,
+/// asynchronously, while backward goes on computing earlier layers. At the end of backward the
+/// Reducer waits for the all-reduces and copies the averages back into `param.grad()`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "distributed/process_group.h"
+
+namespace lockstep {
+
+/// What one bucket holds (for printing and tests).
+struct BucketSummary {
+  std::vector<std::string> names;  ///< its parameters' names, in the order their gradients land
+  int64_t bytes = 0;               ///< the size of its flat buffer
+};
+
+/// Averages the gradients of `params` across the ranks of a group, bucket by bucket, overlapped
+/// with backward. Created and driven by DistributedDataParallel.
+class Reducer {
+ public:
+  /// Buckets `params` (name, tensor) in reverse order: the first bucket closes once it holds
+  /// `first_bucket_bytes` or more, the others at `bucket_bytes` (PyTorch: 1 MiB, then 25 MiB);
+  /// parameters of different dtypes or devices never share a bucket. Registers one
+  /// post-accumulate-grad hook per parameter. `find_unused_parameters`: see
+  /// DistributedDataParallelOptions.
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
+          int64_t bucket_bytes, bool find_unused_parameters);
+  /// Removes the hooks.
+  ~Reducer();
+  Reducer(const Reducer&) = delete;             ///< Owns hooks that point back at it.
+  Reducer& operator=(const Reducer&) = delete;  ///< Owns hooks that point back at it.
+
+  /// Called by every forward: whether the coming backward averages gradients (`sync`) or only
+  /// accumulates them locally (inside no_sync()).
+  void prepare_for_backward(bool sync);
+
+  /// The buckets, in the order their all-reduces are started.
+  std::vector<BucketSummary> buckets() const;
+
+ private:
+  struct Bucket;
+  // A hook: parameter `index` has its gradient for this backward.
+  void mark_ready(size_t index);
+  // Starts the all-reduce of every bucket that is complete, in bucket order.
+  void launch_ready_buckets();
+  // Runs at the end of backward: unused parameters, waiting, copying back.
+  void finalize_backward();
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  ProcessGroup& group_;
+  bool find_unused_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, position in bucket)
+  std::vector<uint64_t> hooks_;
+  std::vector<bool> ready_;         // parameter has its gradient in this backward
+  size_t next_bucket_ = 0;          // the next bucket whose all-reduce may start
+  bool sync_ = true;                // this backward averages
+  bool finalize_queued_ = false;    // finalize_backward is queued for this backward
+};
+
+}  // namespace lockstep

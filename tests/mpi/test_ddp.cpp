@@ -1,0 +1,271 @@
+// DistributedDataParallel under mpirun: the promises a user doubts, each checked on every rank.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mpi_test_util.h"
+#include "../unit/test_util.h"
+
+namespace lockstep {
+namespace {
+
+using test::gather_from_all;
+using test::group;
+
+// A batch of random images and labels, the same for the same seed on every rank.
+struct Batch {
+  Tensor x;  // x: (n, C, H, W)
+  Tensor y;  // y: (n,) class indices
+};
+
+Batch make_batch(const std::string& model, int64_t n, uint64_t seed, DType dtype = DType::f32) {
+  Generator gen(seed);
+  const Shape shape = model == "resnet" ? Shape{n, 3, 16, 16} : Shape{n, 1, 28, 28};
+  std::vector<int64_t> labels(n);
+  for (int64_t& label : labels) label = static_cast<int64_t>(gen.below(10));
+  return {randn(shape, TensorOptions().dtype(dtype), &gen), from_vector_i64(labels, {n})};
+}
+
+Batch rows(const Batch& b, int64_t start, int64_t end) { return {b.x.slice(0, start, end), b.y.slice(0, start, end)}; }
+
+// Every element of `a` within `rel` (relative) of `b`.
+void expect_close(const Tensor& a, const Tensor& b, double rel, const std::string& what) {
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  ASSERT_EQ(av.size(), bv.size()) << what;
+  for (size_t i = 0; i < av.size(); ++i) {
+    ASSERT_LE(std::abs(av[i] - bv[i]), rel * std::abs(bv[i]) + 1e-12) << what << ", element " << i;
+  }
+}
+
+// ---- bitwise identical ranks -----------------------------------------------------------------
+
+class LockstepModels : public testing::TestWithParam<std::string> {};
+
+// Each rank starts from its own random weights and trains on its own data; DDP's broadcast and
+// averaged gradients must still leave every parameter bitwise identical on every rank.
+TEST_P(LockstepModels, ParametersAndBuffersBitwiseIdenticalAfterSteps) {
+  const std::string name = GetParam();
+  const int rank = group().rank(), world = group().size();
+  manual_seed(100 + rank);
+  auto ddp = std::make_shared<DistributedDataParallel>(make_model(name));
+  const Tensor first = ddp->module().parameters().front().clone();
+  SGD opt(ddp->parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+  const int64_t batch = name == "resnet" ? 4 : 8;
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = make_batch(name, batch, 1000 + step * world + rank);
+    opt.zero_grad();
+    cross_entropy((*ddp)(b.x), b.y).backward();
+    opt.step();
+  }
+  // Parameters: identical, and trained.
+  for (const auto& [pname, p] : ddp->module().named_parameters()) {
+    const auto copies = gather_from_all(p);
+    for (int r = 1; r < world; ++r) ASSERT_EQ(copies[r], copies[0]) << pname << " differs on rank " << r;
+  }
+  EXPECT_NE(ddp->module().parameters().front().to_vector<double>(), first.to_vector<double>());
+  if (name == "resnet") {
+    // BatchNorm's running statistics were updated by each rank's last forward on its own data:
+    // they differ until the next forward broadcasts rank 0's.
+    const InSyncReport before = check_in_sync(ddp->module(), group());
+    EXPECT_FALSE(before.in_sync);
+    EXPECT_NE(before.difference.find("running_"), std::string::npos) << before.difference;
+    ddp->eval();
+    NoGradGuard no_grad;
+    (*ddp)(make_batch(name, 2, 7).x);
+  }
+  const InSyncReport report = check_in_sync(ddp->module(), group());
+  EXPECT_TRUE(report.in_sync) << report.difference;
+  const auto checksums = gather_from_all(full({1}, static_cast<double>(report.checksum % 1000003)));
+  for (int r = 1; r < world; ++r) EXPECT_EQ(checksums[r], checksums[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, LockstepModels, testing::Values("mlp", "cnn", "resnet"));
+
+// ---- the same mathematics as one process -----------------------------------------------------
+
+class MatchesOneProcess : public testing::TestWithParam<std::string> {};
+
+// N ranks with batch B each take the same steps as one process with batch N*B (BN-free models;
+// in f64 so that only the order of additions differs).
+TEST_P(MatchesOneProcess, OnEveryParameterAfterSeveralSteps) {
+  const std::string name = GetParam();
+  const int rank = group().rank(), world = group().size();
+  const int64_t batch = 4;
+  manual_seed(7);
+  std::shared_ptr<Module> reference = make_model(name);
+  reference->to(DType::f64);
+  manual_seed(7);
+  std::shared_ptr<Module> model = make_model(name);
+  model->to(DType::f64);
+  auto ddp = std::make_shared<DistributedDataParallel>(model);
+  SGD ref_opt(reference->parameters(), SGDOptions(0.1).momentum(0.9));
+  SGD opt(ddp->parameters(), SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const Batch whole = make_batch(name, world * batch, 50 + step, DType::f64);
+    ref_opt.zero_grad();
+    cross_entropy((*reference)(whole.x), whole.y).backward();
+    ref_opt.step();
+    const Batch mine = rows(whole, rank * batch, (rank + 1) * batch);
+    opt.zero_grad();
+    cross_entropy((*ddp)(mine.x), mine.y).backward();
+    opt.step();
+  }
+  const auto expected = reference->named_parameters();
+  const auto got = ddp->module().named_parameters();
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].second, expected[i].second, 1e-5, got[i].first);
+}
+
+INSTANTIATE_TEST_SUITE_P(BnFreeModels, MatchesOneProcess, testing::Values("mlp", "cnn"));
+
+// ---- no_sync ---------------------------------------------------------------------------------
+
+// Gradients accumulated over k micro-batches inside no_sync(), then one synchronised backward,
+// equal one synchronised backward over the union of the micro-batches.
+TEST(NoSync, AccumulationEqualsOneSynchronisedStepOnTheUnion) {
+  const int rank = group().rank();
+  const int k = 3;
+  const int64_t batch = 4;
+  // Two copies of one model in f64, each wrapped.
+  std::vector<std::shared_ptr<DistributedDataParallel>> wrapped;
+  for (int copy = 0; copy < 2; ++copy) {
+    manual_seed(11);
+    std::shared_ptr<Module> model = make_model("mlp");
+    model->to(DType::f64);
+    wrapped.push_back(std::make_shared<DistributedDataParallel>(model));
+  }
+  auto accumulated = wrapped[0], at_once = wrapped[1];
+  std::vector<Batch> micro;
+  for (int j = 0; j < k; ++j) micro.push_back(make_batch("mlp", batch, 300 + 10 * rank + j, DType::f64));
+
+  for (int j = 0; j < k - 1; ++j) {
+    auto guard = accumulated->no_sync();
+    cross_entropy((*accumulated)(micro[j].x), micro[j].y).backward();
+  }
+  // Inside no_sync nothing was sent: each rank holds the gradient of its own data.
+  const Tensor local = accumulated->module().parameters().front().grad().clone();
+  const auto copies = gather_from_all(local);
+  EXPECT_NE(copies[0], copies[1]) << "gradients were averaged inside no_sync()";
+  cross_entropy((*accumulated)(micro[k - 1].x), micro[k - 1].y).backward();
+
+  // The union: k micro-batch means summed = k times the mean over the union.
+  std::vector<Tensor> xs, ys;
+  for (const Batch& b : micro) {
+    xs.push_back(b.x);
+    ys.push_back(b.y);
+  }
+  (cross_entropy((*at_once)(cat(xs, 0)), cat(ys, 0)) * static_cast<double>(k)).backward();
+
+  const auto a = accumulated->module().named_parameters();
+  const auto b = at_once->module().named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].second.grad(), b[i].second.grad(), 1e-9, a[i].first);
+}
+
+// ---- unused parameters -------------------------------------------------------------------------
+
+// A model with a head only some ranks use (`partly`) and one no rank uses (`never`).
+class BranchyModel : public Module {
+ public:
+  explicit BranchyModel(bool use_partly) : use_partly_(use_partly) {
+    body = register_module("body", std::make_shared<Linear>(6, 3));
+    partly = register_module("partly", std::make_shared<Linear>(6, 3));
+    never = register_module("never", std::make_shared<Linear>(6, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor out = (*body)(x);
+    return use_partly_ ? out + (*partly)(x) : out;
+  }
+  std::shared_ptr<Linear> body, partly, never;
+
+ private:
+  bool use_partly_;
+};
+
+TEST(UnusedParameters, WithoutFindUnusedTheErrorNamesThem) {
+  manual_seed(3);
+  DistributedDataParallel ddp(std::make_shared<BranchyModel>(false));
+  const Tensor x = randn({5, 6});
+  test::expect_error([&] { sum(ddp(x)).backward(); }, "never.weight, never.bias");
+  test::expect_error([&] { sum(ddp(x)).backward(); }, "pass find_unused_parameters(true)");
+}
+
+TEST(UnusedParameters, FindUnusedAveragesWhatWasUsedAndLeavesTheRest) {
+  const int rank = group().rank();
+  manual_seed(3);
+  auto model = std::make_shared<BranchyModel>(/*use_partly=*/rank == 0);
+  DistributedDataParallel ddp(model, DistributedDataParallelOptions().find_unused_parameters(true));
+  Generator gen(20 + rank);
+  sum(ddp(randn({5, 6}, {}, &gen))).backward();
+  // Used by rank 0 only: the average of rank 0's gradient and the others' zeros, on every rank.
+  const auto partly = gather_from_all(model->partly->weight.grad());
+  for (size_t r = 1; r < partly.size(); ++r) EXPECT_EQ(partly[r], partly[0]);
+  double norm = 0;
+  for (double v : partly[0]) norm += v * v;
+  EXPECT_GT(norm, 0.0);
+  // Used by nobody: no gradient at all, as in PyTorch.
+  EXPECT_FALSE(model->never->weight.grad().defined());
+  // And a second iteration works (the reducer was reset).
+  sum(ddp(randn({5, 6}, {}, &gen))).backward();
+}
+
+// ---- construction ------------------------------------------------------------------------------
+
+TEST(Construction, DifferentModelsOnDifferentRanksAreNamed) {
+  const int rank = group().rank();
+  auto model = std::make_shared<Sequential>();
+  model->push_back(std::make_shared<Linear>(4, 8));
+  model->push_back(std::make_shared<Linear>(8, rank == 0 ? 2 : 3));
+  test::expect_error([&] { DistributedDataParallel ddp(model); },
+                     "parameter \"1.weight\" (number 2) differs in shape or dtype between rank 0 and rank(s) 1");
+}
+
+TEST(Construction, StateDictOfTheWrapperHasTheModulePrefix) {
+  DistributedDataParallel ddp(make_model("mlp"));
+  const StateDict outer = ddp.state_dict();
+  const StateDict inner = ddp.module().state_dict();
+  ASSERT_EQ(outer.size(), inner.size());
+  EXPECT_EQ(outer.front().first, "module." + inner.front().first);
+  EXPECT_EQ(inner.front().first, "1.weight");
+}
+
+TEST(Construction, BucketsFollowReverseRegistrationOrderAndCaps) {
+  // The CNN's 900 KB fit in the first 1 MiB bucket: one all-reduce per step.
+  DistributedDataParallel whole(make_model("cnn"));
+  ASSERT_EQ(whole.buckets().size(), 1u);
+  EXPECT_EQ(whole.buckets()[0].names.front(), "9.bias");
+  // Smaller caps: several buckets, the last parameters first, each closed once at its cap.
+  const double first_cap = 0.001, cap = 0.004;  // MiB: 1048 and 4194 bytes
+  DistributedDataParallel split(make_model("cnn"),
+                                DistributedDataParallelOptions().first_bucket_cap_mb(first_cap).bucket_cap_mb(cap));
+  const std::vector<BucketSummary> buckets = split.buckets();
+  // 9.bias + 9.weight (5160 bytes) pass the first cap; 7.*, then 3.* pass the second; 0.* is
+  // what is left.
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets[0].names, (std::vector<std::string>{"9.bias", "9.weight"}));
+  EXPECT_EQ(buckets[3].names, (std::vector<std::string>{"0.bias", "0.weight"}));
+  std::vector<std::string> order;
+  for (const BucketSummary& b : buckets) order.insert(order.end(), b.names.begin(), b.names.end());
+  std::vector<std::string> reversed;
+  for (const auto& [name, p] : split.module().named_parameters()) reversed.insert(reversed.begin(), name);
+  EXPECT_EQ(order, reversed);
+  EXPECT_GE(buckets[0].bytes, first_cap * 1024 * 1024);
+  for (size_t i = 1; i + 1 < buckets.size(); ++i) EXPECT_GE(buckets[i].bytes, cap * 1024 * 1024) << "bucket " << i;
+}
+
+// ---- check_in_sync -----------------------------------------------------------------------------
+
+TEST(CheckInSync, NamesTheFirstTensorThatDiffersAndTheRanks) {
+  DistributedDataParallel ddp(make_model("mlp"));
+  EXPECT_TRUE(check_in_sync(ddp.module(), group()).in_sync);
+  if (group().rank() == 1) {
+    NoGradGuard no_grad;
+    ddp.module().named_parameters()[3].second.add_(ones({1}));  // "3.bias"
+  }
+  const InSyncReport report = check_in_sync(ddp.module(), group());
+  EXPECT_FALSE(report.in_sync);
+  EXPECT_EQ(report.difference, "\"3.bias\" differs between rank 0 and rank(s) 1");
+}
+
+}  // namespace
+}  // namespace lockstep
