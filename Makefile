@@ -1,8 +1,9 @@
 # Lockstep — the two commands a reader needs:
-#   make chapter4 && mpirun -n 2 ./chapter4     (until chapter 4 exists: make chapter1 && ./chapter1)
+#   make chapter4 && mpirun -n 2 ./chapter4
 #   make test
 # Both first install any missing Debian packages (as root), so a fresh Debian 12 machine needs
-# nothing else. CMake does the real work in build/.
+# nothing else. As root, `make chapterN` also installs tools/mpirun-as-root as
+# /usr/local/bin/mpirun (Open MPI refuses root otherwise). CMake does the real work in build/.
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
@@ -16,7 +17,7 @@ DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-d
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 
-.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check $(CHAPTERS)
+.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check mpirun-as-root $(CHAPTERS)
 
 all: build
 
@@ -62,8 +63,22 @@ docs: configure
 	@cmake --build $(BUILD_DIR) --target docs
 	@echo "The book: $(BUILD_DIR)/docs/html/index.html"
 
+# Open MPI will not start as root without --allow-run-as-root. For root only, put a wrapper that
+# allows it first on the PATH (/usr/local/bin comes before /usr/bin), and say so; an mpirun
+# already in /usr/local/bin that is not ours is left alone.
+MPIRUN_WRAPPER := /usr/local/bin/mpirun
+mpirun-as-root: deps
+	@if [ "$$(id -u)" = 0 ] && [ -x /usr/bin/mpirun ] && ! cmp -s tools/mpirun-as-root $(MPIRUN_WRAPPER); then \
+	  if [ -e $(MPIRUN_WRAPPER) ] && ! grep -q "Lockstep's Makefile" $(MPIRUN_WRAPPER); then \
+	    echo "Note: $(MPIRUN_WRAPPER) exists; as root, run mpirun with --allow-run-as-root"; \
+	  else \
+	    install -m 755 tools/mpirun-as-root $(MPIRUN_WRAPPER); \
+	    echo "Installed $(MPIRUN_WRAPPER): mpirun for root (Open MPI's --allow-run-as-root; see tools/mpirun-as-root)"; \
+	  fi; \
+	fi
+
 # make chapterN: build that program and copy it to the repository root.
-$(CHAPTERS): chapter%: configure
+$(CHAPTERS): chapter%: configure mpirun-as-root
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $@
 	@cp $(BUILD_DIR)/$@ ./$@
 	@echo "Built ./$@ (run ./$@ --help for its flags)"

@@ -1,0 +1,252 @@
+// Chapter 4: DistributedDataParallel — one process per rank, each with the whole model and its
+// own shard of the data, gradients averaged across ranks during backward.
+// Run: make chapter4 && mpirun -n 2 ./chapter4
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "lockstep.h"
+#include "util/program.h"
+#include "util/timer.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Options {
+  std::string model = "cnn";
+  std::string device = "cpu";
+  std::string backend = "auto";
+  int epochs = 2;
+  int64_t max_steps = 0;
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int threads = 0;
+  double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
+  bool no_set_epoch = false;
+  std::string data;
+  std::string save;
+};
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+//! [evaluate]
+// Test accuracy over the whole test set, computed by all ranks together: each evaluates its own
+// shard, then three sums (correct, count, loss) are all-reduced, so every rank reports the same
+// number. With shuffle off the shards are fixed; when the set does not divide evenly the
+// sampler repeats a few samples (padding), and those are counted twice, as in PyTorch.
+struct Evaluation {
+  double accuracy = 0.0;        // all-reduced: the same on every rank
+  double loss = 0.0;            // all-reduced mean loss
+  double count = 0.0;           // images counted over all ranks (padding included)
+  double shard_accuracy = 0.0;  // this rank's shard alone: differs between ranks
+};
+
+Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_set, ProcessGroup& group, Device device) {
+  model.eval();
+  NoGradGuard no_grad;
+  auto shard = std::make_shared<DistributedSampler>(test_set->size(), group.size(), group.rank(),
+                                                    DistributedSamplerOptions().shuffle(false));
+  DataLoader loader(test_set, DataLoaderOptions(1000).sampler(shard).pin_memory(device.is_cuda()));
+  // totals: (correct, count, loss_sum), kept on the device until the end.
+  const Tensor totals = zeros({3}, TensorOptions().dtype(DType::f64).device(device));
+  for (const Batch& batch : loader) {
+    const Tensor inputs = batch.inputs.to(device, true), targets = batch.targets.to(device, true);
+    const Tensor logits = model(inputs);  // logits: (B, 10)
+    const double n = static_cast<double>(targets.numel());
+    totals.select(0, 0).add_(sum(eq(argmax(logits, 1), targets).to(DType::f64)));
+    totals.select(0, 1).add_(full({}, n, TensorOptions().dtype(DType::f64).device(device)));
+    totals.select(0, 2).add_(cross_entropy(logits, targets).to(DType::f64), n);  // mean * B
+  }
+  const std::vector<double> mine = totals.to_vector<double>();
+  group.all_reduce(totals, ReduceOp::Sum);
+  const std::vector<double> all = totals.to_vector<double>();
+  return {all[0] / all[1], all[2] / all[1], all[1], mine[0] / mine[1]};
+}
+//! [evaluate]
+
+int run(const Options& o) {
+  //! [launch]
+  // 1. Who are we? mpirun started this program world_size times; the launcher's environment
+  //    tells each copy its rank. The threads of this machine are shared between its ranks.
+  const LaunchInfo launch = detect_launch();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
+  const Device device = o.device == "cpu" ? Device::cpu() : device_for_rank(launch, cuda_device_count());
+  const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
+
+  // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
+  ProcessGroup& group = *init_process_group(backend, device);
+  print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +
+              group.backend_name() + ", " + std::to_string(get_num_threads()) + " thread(s) per rank");
+  log_rank("running on " + device.str());
+  //! [launch]
+
+  if (!o.save.empty()) {
+    const std::filesystem::path folder = std::filesystem::path(o.save).parent_path();
+    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--save ", o.save, ": the folder '",
+                   folder.string(), "' does not exist");
+  }
+  const std::string root = find_data_dir(o.data);
+  auto train_set = std::make_shared<TensorDataset>(fashion_mnist(root, true));
+  auto test_set = std::make_shared<TensorDataset>(fashion_mnist(root, false));
+
+  //! [broadcast]
+  // 3. Every rank builds the model with its own seed, so the copies start different, and
+  //    wrapping them in DDP copies rank 0's weights to all: check_in_sync shows both.
+  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
+  std::shared_ptr<Module> model = make_model(o.model);
+  model->to(device);
+  const InSyncReport before = check_in_sync(*model, group);
+  print_rank0("before DDP: " + (before.in_sync ? std::string("in sync") : "not in sync: " + before.difference));
+  auto ddp = std::make_shared<DistributedDataParallel>(
+      model, DistributedDataParallelOptions().bucket_cap_mb(o.bucket_cap_mb).first_bucket_cap_mb(o.first_bucket_cap_mb));
+  const InSyncReport after = check_in_sync(ddp->module(), group);
+  print_rank0("after DDP:  " + (after.in_sync ? "in sync, checksum " + hex(after.checksum) : after.difference));
+  //! [broadcast]
+
+  //! [buckets]
+  // 4. The buckets, in the order their all-reduces start during backward: last layers first.
+  const std::vector<BucketSummary> buckets = ddp->buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const BucketSummary& bucket = buckets[b];
+    std::string names;
+    for (const std::string& name : bucket.names) names += " " + name;
+    char line[160];
+    std::snprintf(line, sizeof line, "bucket %zu: %6.3f MiB,", b, bucket.bytes / (1024.0 * 1024.0));
+    print_rank0(line + names);
+  }
+  //! [buckets]
+
+  //! [sampler]
+  // 5. Each rank trains on its own shard: every world_size-th index of one permutation that all
+  //    ranks draw from the same seed + epoch. The batch size is per rank.
+  auto sampler = std::make_shared<DistributedSampler>(train_set->size(), group.size(), group.rank(),
+                                                      DistributedSamplerOptions().seed(o.seed));
+  DataLoader loader(train_set, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  log_rank("shard: " + std::to_string(sampler->size()) + " of " + std::to_string(train_set->size()) +
+           " training images, " + std::to_string(loader.size()) + " steps per epoch");
+  print_rank0("effective batch: " + std::to_string(o.batch_size) + " x " + std::to_string(group.size()) + " = " +
+              std::to_string(o.batch_size * group.size()));
+  //! [sampler]
+
+  SGD optimizer(ddp->parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  int64_t step = 0, samples = 0;
+  double train_seconds = 0.0;
+  Tensor loss;
+  Evaluation result;
+  int epoch = 0;
+  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+    //! [loop]
+    // 6. The loop is chapter 2's: DDP hides the communication inside backward().
+    if (!o.no_set_epoch) sampler->set_epoch(epoch);  // a new shuffle each epoch
+    ++epoch;
+    const std::vector<int64_t> order = sampler->indices();
+    log_rank("epoch " + std::to_string(epoch) + " starts with samples " + std::to_string(order[0]) + ", " +
+             std::to_string(order[1]) + ", " + std::to_string(order[2]));
+    ddp->train();
+    // Progress: a plain line every kReportSteps steps (several ranks' output shares one stream,
+    // where a redrawn bar would garble), with the mean loss of those steps on this rank.
+    const int64_t kReportSteps = 100;
+    const Tensor window_loss = zeros({}, TensorOptions().device(device));
+    Timer timer;
+    int64_t batch_index = 0;
+    for (const Batch& batch : loader) {
+      const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, 1, 28, 28), this rank's
+      const Tensor targets = batch.targets.to(device, true);  // targets: (B)
+      loss = cross_entropy((*ddp)(inputs), targets);
+      optimizer.zero_grad();
+      loss.backward();  // gradients averaged over all ranks here
+      optimizer.step();
+      window_loss.add_(loss.detach());
+      samples += targets.numel();
+      ++step;
+      if (++batch_index % kReportSteps == 0) {
+        char line[96];
+        std::snprintf(line, sizeof line, "  step %lld/%lld: loss %.4f", static_cast<long long>(batch_index),
+                      static_cast<long long>(loader.size()), window_loss.item() / kReportSteps);
+        print_rank0(line);
+        window_loss.zero_();
+      }
+      if (o.max_steps > 0 && step >= o.max_steps) break;
+    }
+    loss.item();  // wait for the device, so the time is the work's
+    train_seconds += timer.seconds();
+    //! [loop]
+
+    //! [check]
+    // 7. Are the ranks still in lockstep? Each prints its own checksum of all weights.
+    const InSyncReport sync = check_in_sync(ddp->module(), group);
+    LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
+    result = evaluate(ddp->module(), test_set, group, device);
+    char line[200];
+    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images (own shard alone: %.4f)",
+                  epoch, hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy);
+    log_rank(line);
+    //! [check]
+  }
+
+  // 8. Throughput over all ranks: every rank's samples, over the slowest rank's time.
+  const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
+                                    TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(totals, ReduceOp::Sum);
+  const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(slowest, ReduceOp::Max);
+  const std::vector<double> summed = totals.to_vector<double>();
+
+  //! [save]
+  // 9. One file, written by rank 0 alone (all ranks hold the same weights), from the inner
+  //    module: its keys read "0.weight", not "module.0.weight".
+  if (!o.save.empty() && group.rank() == 0) {
+    StateDict state = ddp->module().state_dict();
+    for (auto& [name, tensor] : state) tensor = tensor.to(Device::cpu());
+    save_safetensors(o.save, state);
+    std::cout << "saved " << o.save << " (keys like \"" << state.front().first << "\"; the wrapper's would read \""
+              << ddp->state_dict().front().first << "\")\n";
+  }
+  //! [save]
+  print_rank0(ResultLine(4).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
+                  .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
+                  .add("samples_per_s", summed[0] / slowest.item()).add("epoch_s", slowest.item() / epoch)
+                  .add("test_acc", result.accuracy).add("final_loss", summed[1] / group.size())
+                  .add("backend", group.backend_name()).add("threads", get_num_threads()).str());
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Chapter 4: DistributedDataParallel on Fashion-MNIST (run with mpirun -n N)", "chapter4");
+  Options o;
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--device", o.device, "cpu or cuda (each rank takes the GPU of its local rank)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r");
+  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(CLI::PositiveNumber);
+  app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(CLI::PositiveNumber);
+  app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
+  app.add_option("--data", o.data, "directory with Fashion-MNIST (default: $LOCKSTEP_DATA, data/, "
+                                   "/usr/share/datasets/fashion-mnist)");
+  app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");
+  return run_program(app, argc, argv, [&] { return run(o); });
+}
