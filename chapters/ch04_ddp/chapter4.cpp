@@ -66,9 +66,9 @@ Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_se
     totals.select(0, 1).add_(full({}, n, TensorOptions().dtype(DType::f64).device(device)));
     totals.select(0, 2).add_(cross_entropy(logits, targets).to(DType::f64), n);  // mean * B
   }
-  const std::vector<double> mine = totals.to_vector<double>();
+  const std::vector<double> mine = totals.to(Device::cpu()).to_vector<double>();
   group.all_reduce(totals, ReduceOp::Sum);
-  const std::vector<double> all = totals.to_vector<double>();
+  const std::vector<double> all = totals.to(Device::cpu()).to_vector<double>();
   return {all[0] / all[1], all[2] / all[1], all[1], mine[0] / mine[1]};
 }
 //! [evaluate]
@@ -200,7 +200,7 @@ int run(const Options& o) {
   group.all_reduce(totals, ReduceOp::Sum);
   const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
   group.all_reduce(slowest, ReduceOp::Max);
-  const std::vector<double> summed = totals.to_vector<double>();
+  const std::vector<double> summed = totals.to(Device::cpu()).to_vector<double>();
 
   //! [save]
   // 9. One file, written by rank 0 alone (all ranks hold the same weights), from the inner

@@ -161,7 +161,7 @@ void Reducer::finalize_backward() {
     launch_ready_buckets();
     const Tensor used = from_vector(mine, {static_cast<int64_t>(mine.size())}, TensorOptions().device(first.device()));
     group_.all_reduce(used, ReduceOp::Sum);
-    const std::vector<double> total = used.to_vector<double>();
+    const std::vector<double> total = used.to(Device::cpu()).to_vector<double>();
     for (size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = total[i] > 0.0;
   }
   // 3. Wait for every bucket, then hand the averages to param.grad().

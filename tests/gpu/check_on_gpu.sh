@@ -47,6 +47,16 @@ step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
 step chapter2_cpu "$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS"
 step torch_cuda python3 tests/reference/chapter2_torch.py --device cuda "${TRAIN[@]}"
+# Chapter 4 on the GPU: one rank over NCCL (NCCL allows one rank per GPU), two ranks sharing the
+# GPU over MPI with CUDA tensors staged through pinned memory, and the refusal of NCCL for two
+# ranks on one GPU. Open MPI runs as root only when told so.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+CH4=(--device cuda --epochs 2 --batch-size 64 --lr 0.05)
+step mpi_tests mpirun -n 2 "$BUILD/tests/mpi_tests"
+step chapter4_nccl_1 mpirun -n 1 "$BUILD/chapter4" --backend nccl "${CH4[@]}"
+step chapter4_mpi_cuda_2 mpirun -n 2 "$BUILD/chapter4" --backend mpi "${CH4[@]}"
+step chapter4_auto_2 mpirun -n 2 "$BUILD/chapter4" --backend auto --device cuda --max-steps 50
+step chapter4_nccl_2_refused sh -c "! mpirun -n 2 $BUILD/chapter4 --backend nccl --device cuda --max-steps 5"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 echo "Log: $LOG"

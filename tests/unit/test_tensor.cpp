@@ -162,7 +162,10 @@ TEST(Tensor, PrintsLikePyTorch) {
 
 TEST(Tensor, ErrorsAreSentences) {
   expect_error([] { Device::parse("gpu"); }, "unknown device 'gpu': expected cpu, cuda or cuda:N");
-  expect_error([] { zeros({2}, TensorOptions().device(Device::cuda(0))); }, "cannot use cuda:0");
+  // One past the last GPU (cuda:0 on a machine without one).
+  const int absent = cuda_device_count();
+  expect_error([&] { zeros({2}, TensorOptions().device(Device::cuda(absent))); },
+               "cannot use cuda:" + std::to_string(absent));
   expect_error([] { zeros({-1}); }, "negative size");
   expect_error([] { Tensor().shape(); }, "tensor is undefined");
   expect_error([] { from_vector({1, 2, 3}, {2, 2}); }, "3 values cannot fill shape [2, 2]");
