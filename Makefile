@@ -17,7 +17,7 @@ DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-d
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 
-.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check mpirun-as-root $(CHAPTERS)
+.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
 
 all: build
 
@@ -28,6 +28,7 @@ help:
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
+	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
 	@echo "make clean      remove build/ and the copied chapter programs"
@@ -110,6 +111,10 @@ gpu-deps:
 	@cd .deps/debs && apt-get download $(GPU_DEPS)
 	@for deb in .deps/debs/*.deb; do dpkg -x $$deb .deps/root; done
 	@echo "Unpacked into .deps/root: $(GPU_DEPS)"
+
+# Chapter 4's benchmarks (scaling over 2 ranks, bucketed vs raw all-reduce, overlap); not tests.
+bench-ddp: build
+	@tests/bench/ddp_benchmarks.sh $(BUILD_DIR)
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
