@@ -56,3 +56,7 @@
 #include "optim/adam.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "parallel/data_parallel.h"
+#include "parallel/parallel_apply.h"
+#include "parallel/replicate.h"
+#include "parallel/scatter_gather.h"

@@ -20,6 +20,14 @@ using StreamHandle = void*;
 LOCKSTEP_CUDA_FN(StreamHandle current_stream(Device device))
 /// Makes `stream` the current stream of `device` (nullptr restores Lockstep's own stream).
 LOCKSTEP_CUDA_FN(void set_current_stream(Device device, StreamHandle stream))
+/// A further stream of `device`, number `index` (0, 1, ...), created on first use and kept for
+/// the whole run: DataParallel's replicas that share one GPU queue their work on one each, so
+/// that the GPU may overlap them.
+LOCKSTEP_CUDA_FN(StreamHandle side_stream(Device device, int index))
+/// Orders two streams of `device` without blocking the CPU: work queued on `waiting` from now on
+/// starts only after everything queued on `done` so far has finished (an event recorded on
+/// `done`, waited for by `waiting`).
+LOCKSTEP_CUDA_FN(void stream_wait(Device device, StreamHandle waiting, StreamHandle done))
 /// Blocks the calling CPU thread until all work queued on `device`'s current stream is done,
 /// and reports any error a kernel raised meanwhile.
 LOCKSTEP_CUDA_FN(void synchronize(Device device))

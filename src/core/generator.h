@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <random>
 
 namespace lockstep {
@@ -32,6 +33,11 @@ class Generator {
 /// The process-wide default generator used when no generator is passed (seeded with 0 until
 /// manual_seed is called).
 Generator& default_generator();
+
+/// Holds the default generator for the caller while the returned lock lives, when `generator`
+/// is null (the default is shared: DataParallel's replicas draw dropout masks from several
+/// threads at once); an explicit generator belongs to its caller and is not locked.
+std::unique_lock<std::mutex> lock_default_generator(const Generator* generator);
 
 /// Seeds the default generator (torch.manual_seed).
 void manual_seed(uint64_t seed);

@@ -135,11 +135,13 @@ Tensor random_tensor(const Shape& shape, const TensorOptions& options, Draw draw
 }  // namespace
 
 Tensor rand(const Shape& shape, const TensorOptions& options, Generator* generator) {
+  const auto lock = lock_default_generator(generator);
   Generator& g = generator ? *generator : default_generator();
   return random_tensor(shape, options, [&] { return g.uniform(); });
 }
 
 Tensor randn(const Shape& shape, const TensorOptions& options, Generator* generator) {
+  const auto lock = lock_default_generator(generator);
   Generator& g = generator ? *generator : default_generator();
   return random_tensor(shape, options, [&] { return g.normal(); });
 }

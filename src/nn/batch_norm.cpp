@@ -38,4 +38,8 @@ std::string BatchNorm2d::extra_repr() const {
          ", affine=True, track_running_stats=True";
 }
 
+std::shared_ptr<Module> BatchNorm2d::clone_structure() const {
+  return std::make_shared<BatchNorm2d>(num_features, eps, momentum);
+}
+
 }  // namespace lockstep

@@ -24,6 +24,8 @@ class BatchNorm2d : public Module {
 
   /// x: (N, C, H, W) -> (N, C, H, W).
   Tensor forward(const Tensor& input) override;
+  /// A new BatchNorm2d with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// "16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True".
   std::string extra_repr() const override;
 

@@ -41,4 +41,8 @@ std::string Conv2d::extra_repr() const {
   return text;
 }
 
+std::shared_ptr<Module> Conv2d::clone_structure() const {
+  return std::make_shared<Conv2d>(in_channels, out_channels, kernel_size, stride, padding, bias.defined());
+}
+
 }  // namespace lockstep

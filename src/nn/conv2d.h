@@ -24,6 +24,8 @@ class Conv2d : public Module {
 
   /// x: (N, C_in, H, W) -> (N, C_out, H_out, W_out).
   Tensor forward(const Tensor& input) override;
+  /// A new Conv2d with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// Re-draws the parameters as PyTorch does: weight kaiming_uniform_(a = sqrt(5)), bias
   /// uniform in +-1/sqrt(fan_in) with fan_in = C_in * k * k, from `generator` (the default
   /// generator if null).

@@ -36,4 +36,14 @@ Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_train
 
 std::string Dropout::extra_repr() const { return "p=" + format_float(p) + ", inplace=False"; }
 
+std::shared_ptr<Module> ReLU::clone_structure() const { return std::make_shared<ReLU>(); }
+
+std::shared_ptr<Module> MaxPool2d::clone_structure() const {
+  return std::make_shared<MaxPool2d>(kernel_size, stride, padding);
+}
+
+std::shared_ptr<Module> Flatten::clone_structure() const { return std::make_shared<Flatten>(start_dim, end_dim); }
+
+std::shared_ptr<Module> Dropout::clone_structure() const { return std::make_shared<Dropout>(p); }
+
 }  // namespace lockstep

@@ -15,6 +15,8 @@ class ReLU : public Module {
  public:
   /// x -> max(x, 0), same shape.
   Tensor forward(const Tensor& input) override;
+  /// A new ReLU with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
 };
 
 /// Max pooling over k x k windows, like torch.nn.MaxPool2d(kernel_size, stride, padding).
@@ -26,6 +28,8 @@ class MaxPool2d : public Module {
 
   /// x: (N, C, H, W) -> (N, C, H_out, W_out).
   Tensor forward(const Tensor& input) override;
+  /// A new MaxPool2d with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// "kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False", as PyTorch prints it
   /// (Lockstep has no dilation or ceil_mode: they are always 1 and False).
   std::string extra_repr() const override;
@@ -44,6 +48,8 @@ class Flatten : public Module {
 
   /// x: (N, C, H, W) -> (N, C*H*W) with the defaults.
   Tensor forward(const Tensor& input) override;
+  /// A new Flatten with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// "start_dim=1, end_dim=-1".
   std::string extra_repr() const override;
 
@@ -61,6 +67,8 @@ class Dropout : public Module {
 
   /// x -> x with elements dropped (training) or x itself (evaluation).
   Tensor forward(const Tensor& input) override;
+  /// A new Dropout with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// "p=0.5, inplace=False", as PyTorch prints it.
   std::string extra_repr() const override;
 

@@ -30,4 +30,8 @@ std::string Linear::extra_repr() const {
          ", bias=" + (bias.defined() ? "True" : "False");
 }
 
+std::shared_ptr<Module> Linear::clone_structure() const {
+  return std::make_shared<Linear>(in_features, out_features, bias.defined());
+}
+
 }  // namespace lockstep

@@ -20,6 +20,8 @@ class Linear : public Module {
 
   /// x: (..., in_features) -> (..., out_features).
   Tensor forward(const Tensor& input) override;
+  /// A new Linear with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
   /// Re-draws the parameters as PyTorch does: weight kaiming_uniform_(a = sqrt(5)), bias
   /// uniform in +-1/sqrt(in_features), from `generator` (the default generator if null).
   void reset_parameters(Generator* generator = nullptr);

@@ -68,4 +68,13 @@ std::shared_ptr<Module> make_model(const std::string& name) {
   throw Error("make_model: unknown model '" + name + "': expected mlp, cnn or resnet");
 }
 
+// The block's settings are read back from its first convolution.
+std::shared_ptr<Module> BasicBlock::clone_structure() const {
+  return std::make_shared<BasicBlock>(conv1->in_channels, conv1->out_channels, conv1->stride);
+}
+
+std::shared_ptr<Module> ResNet::clone_structure() const {
+  return std::make_shared<ResNet>(conv1->in_channels, fc->out_features);
+}
+
 }  // namespace lockstep

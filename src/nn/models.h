@@ -79,6 +79,8 @@ class BasicBlock : public Module {
 
   /// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
   Tensor forward(const Tensor& input) override;
+  /// A new BasicBlock with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
 
   std::shared_ptr<Conv2d> conv1;          ///< 3x3, stride `stride`, no bias.
   std::shared_ptr<BatchNorm2d> bn1;       ///< After conv1.
@@ -99,6 +101,8 @@ class ResNet : public Module {
 
   /// x: (N, in_channels, H, W) -> (N, num_classes).
   Tensor forward(const Tensor& input) override;
+  /// A new ResNet with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
 
   std::shared_ptr<Conv2d> conv1;       ///< Stem: 3x3, in_channels -> 16, no bias.
   std::shared_ptr<BatchNorm2d> bn1;    ///< After the stem.

@@ -290,6 +290,11 @@ std::string Module::format_float(double value) {
   return text;
 }
 
+std::shared_ptr<Module> Module::clone_structure() const {
+  throw Error(name() + " cannot be replicated: override clone_structure() in " + name() +
+              " to return a new " + name() + " built with the same settings (DataParallel builds its replicas with it)");
+}
+
 std::ostream& operator<<(std::ostream& out, const Module& module) { return out << module.str(); }
 
 }  // namespace lockstep

@@ -113,6 +113,14 @@ class Module {
   /// floating-point type.
   Module& to(DType dtype);
 
+  // Replicating
+  /// A new module of the same class and settings, with its own parameters and buffers of the
+  /// same shapes and its children built the same way; the values are not copied (the caller
+  /// fills them, as DataParallel does every step). The library's layers and models implement
+  /// it; a module of your own must override it to be replicated, or this throws an error that
+  /// says so. Building a layer draws initial weights from the default generator.
+  virtual std::shared_ptr<Module> clone_structure() const;
+
   // Saving and loading
   /// Parameters and buffers by dotted name, in PyTorch's order: for each module its own
   /// parameters, then its own buffers, then each child's entries under "child_name.". As in

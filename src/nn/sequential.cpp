@@ -21,4 +21,10 @@ Tensor Sequential::forward(const Tensor& input) {
   return x;
 }
 
+std::shared_ptr<Module> Sequential::clone_structure() const {
+  auto copy = std::make_shared<Sequential>();
+  for (const auto& child : children()) copy->push_back(child->clone_structure());
+  return copy;
+}
+
 }  // namespace lockstep

@@ -31,6 +31,8 @@ class Sequential : public Module {
   std::shared_ptr<Module> operator[](size_t index) const;
   /// Applies every module in turn: x -> m0(x) -> m1(m0(x)) -> ...
   Tensor forward(const Tensor& input) override;
+  /// A new Sequential with the same settings (see Module::clone_structure).
+  std::shared_ptr<Module> clone_structure() const override;
 };
 
 }  // namespace lockstep

@@ -23,9 +23,13 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
     // A GPU draws the mask itself with a counter-based generator (Philox): every element's
     // bits are a function of (key, element index), so no thread waits for another. One 64-bit
     // draw from the generator is the key, which keeps the mask fixed by the seed.
-    Generator& source = generator != nullptr ? *generator : default_generator();
+    uint64_t key = 0;
+    {
+      const auto lock = lock_default_generator(generator);
+      key = (generator != nullptr ? *generator : default_generator()).next();
+    }
     mask = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
-    cuda::dropout_mask(mask, p, scale, source.next(), /*offset=*/0);
+    cuda::dropout_mask(mask, p, scale, key, /*offset=*/0);
   } else {
     // Keep an element where its uniform draw is below 1 - p (probability 1 - p). The draws are
     // float64, so no uniform number rounds up to 1 before the comparison.

@@ -36,6 +36,21 @@ cudaStream_t own_stream(int index) {
   return streams[index];
 }
 
+// Side streams of each device: up to kMaxSideStreams, created on first use and kept.
+constexpr int kMaxSideStreams = 64;
+
+cudaStream_t own_side_stream(int device_index, int index) {
+  static std::mutex mutex;
+  static std::array<std::array<cudaStream_t, kMaxSideStreams>, kMaxDevices> streams{};
+  const std::lock_guard<std::mutex> lock(mutex);
+  cudaStream_t& stream = streams[device_index][index];
+  if (stream == nullptr) {
+    DeviceGuard guard(Device::cuda(device_index));
+    LOCKSTEP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  return stream;
+}
+
 // A per-thread override; nullptr means "Lockstep's own stream".
 thread_local std::array<cudaStream_t, kMaxDevices> current_override{};
 
@@ -50,6 +65,26 @@ StreamHandle current_stream(Device device) {
 void set_current_stream(Device device, StreamHandle stream) {
   check_device(device, "set_current_stream");
   current_override[device.index()] = static_cast<cudaStream_t>(stream);
+}
+
+StreamHandle side_stream(Device device, int index) {
+  check_device(device, "side_stream");
+  LOCKSTEP_CHECK(index >= 0 && index < kMaxSideStreams, "side_stream: expected an index from 0 to ",
+                 kMaxSideStreams - 1, ", got ", index);
+  return own_side_stream(device.index(), index);
+}
+
+void stream_wait(Device device, StreamHandle waiting, StreamHandle done) {
+  check_device(device, "stream_wait");
+  if (waiting == done) return;
+  DeviceGuard guard(device);
+  // The event only marks a point in `done`'s queue; once `waiting` has been told about it, it
+  // can be destroyed (the wait still happens).
+  cudaEvent_t event = nullptr;
+  LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  LOCKSTEP_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(done)));
+  LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(waiting), event, 0));
+  LOCKSTEP_CUDA_CHECK(cudaEventDestroy(event));
 }
 
 void synchronize(Device device) {

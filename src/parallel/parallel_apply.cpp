@@ -1,0 +1,97 @@
+#include "parallel/parallel_apply.h"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <thread>
+
+#include "autograd/grad_mode.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "core/threads.h"
+
+namespace lockstep {
+
+namespace {
+
+// Where replica i runs: its device, its CPU thread count, and on a GPU the stream it queues on.
+struct Placement {
+  Device device;
+  int cpu_threads = 1;
+  cuda::StreamHandle stream = nullptr;
+};
+
+// CPU replicas split the caller's threads; on a GPU the first replica of each device uses the
+// caller's stream, and each further one a side stream that first waits for the caller's work.
+std::vector<Placement> place(const std::vector<Device>& devices) {
+  const auto cpu_replicas = std::count_if(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); });
+  const int threads = std::max(1, get_num_threads() / std::max<int>(1, static_cast<int>(cpu_replicas)));
+  std::map<int, int> seen_on_gpu;  // GPU index -> replicas placed on it so far
+  std::vector<Placement> placements;
+  for (const Device device : devices) {
+    Placement p{device, threads, nullptr};
+    if (device.is_cuda()) {
+      const int earlier = seen_on_gpu[device.index()]++;
+      const cuda::StreamHandle caller = cuda::current_stream(device);
+      p.stream = earlier == 0 ? caller : cuda::side_stream(device, earlier - 1);
+      cuda::stream_wait(device, p.stream, caller);
+    }
+    placements.push_back(p);
+  }
+  return placements;
+}
+
+}  // namespace
+
+std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
+                                   const std::vector<Tensor>& inputs, const std::vector<Device>& devices) {
+  LOCKSTEP_CHECK(replicas.size() == inputs.size() && inputs.size() == devices.size() && !replicas.empty(),
+                 "parallel_apply: expected as many replicas as inputs and devices (at least one), got ", replicas.size(),
+                 ", ", inputs.size(), " and ", devices.size());
+  const size_t n = replicas.size();
+  const std::vector<Placement> placements = place(devices);
+  const bool grad_mode = grad_mode_enabled();
+  std::vector<Tensor> outputs(n);
+  std::vector<std::exception_ptr> errors(n);
+
+  //! [worker]
+  // One replica's forward pass, in its own thread: the thread takes the caller's grad mode (a
+  // per-thread setting), its share of the CPU threads or its GPU stream, and keeps any error for
+  // the caller, because an exception cannot cross from one thread to another by itself.
+  const auto worker = [&](size_t i) {
+    try {
+      set_grad_mode(grad_mode);
+      const Placement& p = placements[i];
+      if (p.device.is_cpu()) set_num_threads(p.cpu_threads);
+      if (p.device.is_cuda()) cuda::set_current_stream(p.device, p.stream);
+      outputs[i] = (*replicas[i])(inputs[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  //! [worker]
+
+  if (n == 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; ++i) threads.emplace_back(worker, i);
+    for (std::thread& thread : threads) thread.join();
+  }
+
+  // The caller's later work (gather, backward) waits on the GPU for every side stream.
+  for (const Placement& p : placements) {
+    if (p.device.is_cuda()) cuda::stream_wait(p.device, cuda::current_stream(p.device), p.stream);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i]) continue;
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const std::exception& error) {
+      throw Error("replica " + std::to_string(i) + " on " + devices[i].str() + " failed: " + error.what());
+    }
+  }
+  return outputs;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,25 @@
+/// \file
+/// parallel_apply (torch.nn.parallel.parallel_apply): every replica's forward pass at the same
+/// time, one CPU thread per replica.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "core/tensor.h"
+#include "nn/module.h"
+
+namespace lockstep {
+
+/// Runs replicas[i](inputs[i]) for every i at once and returns the outputs in order (all three
+/// vectors of the same length). There is one thread per replica, or just the caller's when there
+/// is one replica. Each thread records the graph as the caller would (its grad mode); replicas
+/// on the CPU share the caller's CPU threads out among them; replicas sharing a GPU queue their
+/// work on a side stream each, ordered after the caller's work before them and before the
+/// caller's work after them. If replicas throw, all are still waited for, then the first
+/// (by index) error is thrown again in the caller, naming the replica and its device.
+std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
+                                   const std::vector<Tensor>& inputs, const std::vector<Device>& devices);
+
+}  // namespace lockstep

@@ -1,0 +1,116 @@
+#include "parallel/replicate.h"
+
+#include <chrono>
+
+#include "autograd/node.h"
+#include "core/cuda_context.h"
+#include "core/error.h"
+#include "core/generator.h"
+
+namespace lockstep {
+
+namespace {
+
+// Throws unless `replica` has the module's parameters and buffers, by name and shape, in order.
+void check_same_layout(const Module& module, const Module& replica) {
+  for (const bool parameters : {true, false}) {
+    const auto mine = parameters ? module.named_parameters() : module.named_buffers();
+    const auto theirs = parameters ? replica.named_parameters() : replica.named_buffers();
+    const char* what = parameters ? "parameters" : "buffers";
+    LOCKSTEP_CHECK(mine.size() == theirs.size(), "replicate: a replica of ", module.name(), " has ", theirs.size(), " ",
+                   what, " but the module has ", mine.size(), ": clone_structure() must build the same layers (and "
+                   "modules that share one tensor between two layers cannot be replicated)");
+    for (size_t i = 0; i < mine.size(); ++i) {
+      LOCKSTEP_CHECK(mine[i].first == theirs[i].first && mine[i].second.shape() == theirs[i].second.shape(),
+                     "replicate: the replica's '", theirs[i].first, "' ", shape_str(theirs[i].second.shape()),
+                     " does not match the module's '", mine[i].first, "' ", shape_str(mine[i].second.shape()),
+                     ": clone_structure() must build the same layers with the same settings");
+    }
+  }
+}
+
+// The original's data on `device`, for replica `index`: replica 0 on the original's own device
+// shares its memory; every other replica gets its own copy.
+Tensor data_for(const Tensor& original, size_t index, Device device) {
+  const Tensor data = original.detach();
+  if (device == original.device()) return index == 0 ? data : data.clone();
+  return data.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, size_t count) {
+  // Each layer's constructor draws initial weights; put the generator back as it was.
+  const Generator saved = [] {
+    const auto lock = lock_default_generator(nullptr);
+    return default_generator();
+  }();
+  const auto restore = [&saved] {
+    const auto lock = lock_default_generator(nullptr);
+    default_generator() = saved;
+  };
+  std::vector<std::shared_ptr<Module>> shells;
+  try {
+    for (size_t i = 0; i < count; ++i) {
+      shells.push_back(module.clone_structure());
+      check_same_layout(module, *shells.back());
+    }
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return shells;
+}
+
+void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Module>>& replicas,
+                   const std::vector<Device>& devices, const std::shared_ptr<GradientReturnClock>& clock) {
+  LOCKSTEP_CHECK(replicas.size() == devices.size(), "replicate: ", replicas.size(), " replicas for ", devices.size(),
+                 " devices; expected one replica per device");
+  const auto module_parameters = module.named_parameters();
+  const auto module_buffers = module.named_buffers();
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    Module& replica = *replicas[i];
+    const Device device = devices[i];
+    replica.train(module.is_training());
+
+    //! [broadcast]
+    // Parameters: a copy per replica that autograd links back to the original. The backward
+    // of the copy sends its gradient to the original's device; autograd adds up the gradients
+    // of all replicas there before AccumulateGrad writes them into the original's grad.
+    const auto replica_parameters = replica.named_parameters();
+    for (size_t j = 0; j < module_parameters.size(); ++j) {
+      const Tensor& original = module_parameters[j].second;
+      const Tensor& copy = replica_parameters[j].second;
+      const Device source = original.device();
+      const Tensor linked = record(data_for(original, i, device), "BroadcastBackward", {original},
+                                   [source, clock](const Tensor& grad) {
+                                     const auto start = std::chrono::steady_clock::now();
+                                     Tensor back = grad.to(source);
+                                     if (clock) {
+                                       if (clock->synchronize && source.is_cuda()) cuda::synchronize(source);
+                                       clock->nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                                 std::chrono::steady_clock::now() - start).count();
+                                     }
+                                     return std::vector<Tensor>{back};
+                                   });
+      copy.set_data(linked);
+      copy.set_grad_fn(linked.grad_fn());  // null when nothing is recorded (no_grad, frozen)
+    }
+    //! [broadcast]
+
+    // Buffers: plain copies; replica 0 on the module's device shares the original's.
+    const auto replica_buffers = replica.named_buffers();
+    for (size_t j = 0; j < module_buffers.size(); ++j) {
+      replica_buffers[j].second.set_data(data_for(module_buffers[j].second, i, device));
+    }
+  }
+}
+
+std::vector<std::shared_ptr<Module>> replicate(const Module& module, const std::vector<Device>& devices) {
+  const auto replicas = make_replica_shells(module, devices.size());
+  fill_replicas(module, replicas, devices);
+  return replicas;
+}
+
+}  // namespace lockstep
