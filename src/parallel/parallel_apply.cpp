@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <exception>
 #include <map>
-#include <thread>
 
 #include "autograd/grad_mode.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
 #include "core/threads.h"
+
+#include <omp.h>
 
 namespace lockstep {
 
@@ -59,25 +60,34 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   // per-thread setting), its share of the CPU threads or its GPU stream, and keeps any error for
   // the caller, because an exception cannot cross from one thread to another by itself.
   const auto worker = [&](size_t i) {
+    const Placement& p = placements[i];
+    const bool thread_grad_mode = grad_mode_enabled();
+    const cuda::StreamHandle thread_stream = p.device.is_cuda() ? cuda::current_stream(p.device) : nullptr;
     try {
       set_grad_mode(grad_mode);
-      const Placement& p = placements[i];
       if (p.device.is_cpu()) set_num_threads(p.cpu_threads);
       if (p.device.is_cuda()) cuda::set_current_stream(p.device, p.stream);
       outputs[i] = (*replicas[i])(inputs[i]);
     } catch (...) {
       errors[i] = std::current_exception();
     }
+    // The threads live on after the call (one of them is the caller): put back what was changed.
+    set_grad_mode(thread_grad_mode);
+    if (p.device.is_cuda()) cuda::set_current_stream(p.device, thread_stream);
   };
   //! [worker]
 
-  if (n == 1) {
-    worker(0);
-  } else {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < n; ++i) threads.emplace_back(worker, i);
-    for (std::thread& thread : threads) thread.join();
-  }
+  //! [threads]
+  // The threads are the caller's own OpenMP team, one per replica (the caller is thread 0 and
+  // runs replica 0). Fresh std::threads would also work, but the team's idle threads keep
+  // spinning on the cores for a while after each parallel loop, and would take them from the
+  // replicas. Kernels inside a replica use its share of the CPU threads (nested parallelism).
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(std::max(levels, 2));
+#pragma omp parallel for num_threads(static_cast<int>(n)) schedule(static, 1)
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) worker(static_cast<size_t>(i));
+  omp_set_max_active_levels(levels);
+  //! [threads]
 
   // The caller's later work (gather, backward) waits on the GPU for every side stream.
   for (const Placement& p : placements) {

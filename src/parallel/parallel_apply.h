@@ -13,8 +13,8 @@
 namespace lockstep {
 
 /// Runs replicas[i](inputs[i]) for every i at once and returns the outputs in order (all three
-/// vectors of the same length). There is one thread per replica, or just the caller's when there
-/// is one replica. Each thread records the graph as the caller would (its grad mode); replicas
+/// vectors of the same length). There is one thread per replica: the caller's OpenMP team, in
+/// which the caller itself runs replica 0. Each thread records the graph as the caller would (its grad mode); replicas
 /// on the CPU share the caller's CPU threads out among them; replicas sharing a GPU queue their
 /// work on a side stream each, ordered after the caller's work before them and before the
 /// caller's work after them. If replicas throw, all are still waited for, then the first

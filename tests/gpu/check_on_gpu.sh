@@ -46,6 +46,12 @@ step unit_tests "$BUILD/tests/unit_tests"
 step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
 step chapter2_cpu "$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS"
+# One seed says little about a 0.5-point difference: three more on each device.
+step chapter2_seeds sh -c "for seed in 1 2 3; do for device in cuda cpu; do $BUILD/chapter2 --device \$device ${TRAIN[*]} --seed \$seed | grep RESULT; done; done"
+# Chapter 3: two replicas sharing the GPU, one epoch, beside chapter 2's one epoch.
+step chapter3_cuda_2 "$BUILD/chapter3" --device cuda --replicas 2 --epochs 1
+step chapter3_cuda_3 "$BUILD/chapter3" --device cuda --replicas 3 --max-steps 300
+step chapter2_cuda_1 "$BUILD/chapter2" --device cuda --epochs 1
 step torch_cuda python3 tests/reference/chapter2_torch.py --device cuda "${TRAIN[@]}"
 # Chapter 4 on the GPU: one rank over NCCL (NCCL allows one rank per GPU), two ranks sharing the
 # GPU over MPI with CUDA tensors staged through pinned memory, and the refusal of NCCL for two

@@ -1,0 +1,270 @@
+// Chapter 3: DataParallel — one process, several replicas of the model, and where its time goes.
+// Run: make chapter3 && ./chapter3 --replicas 2
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "lockstep.h"
+#include "util/program.h"
+#include "util/progress.h"
+#include "util/timer.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Options {
+  std::string model = "cnn";
+  std::string device = "cpu";
+  int replicas = 2;
+  int epochs = 2;
+  int64_t max_steps = 0;
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int threads = 0;
+  int64_t baseline_steps = 50;
+  std::string data;
+};
+
+// The replicas' devices: N times the CPU; on GPUs one each while there are enough (cuda:0,
+// cuda:1, ...), then sharing them round-robin; an explicit cuda:K puts every replica there.
+std::vector<Device> replica_devices(const Options& o) {
+  const Device device = Device::parse(o.device);
+  std::vector<Device> devices;
+  const bool spread = device.is_cuda() && o.device == "cuda";
+  for (int i = 0; i < o.replicas; ++i) {
+    devices.push_back(spread ? Device::cuda(i % std::max(1, cuda_device_count())) : device);
+  }
+  return devices;
+}
+
+// Waits for the work queued on `devices`, so that a clock read afterwards measures the work and
+// not only its queueing (nothing to wait for on the CPU).
+void wait_for(const std::vector<Device>& devices) {
+  for (const Device device : devices) {
+    if (device.is_cuda()) cuda::synchronize(device);
+  }
+}
+
+// The milliseconds per step of one training step's phases.
+struct StepTimes {
+  double scatter = 0, replicate = 0, forward = 0, gather = 0, loss = 0, backward = 0, reduce = 0, step = 0;
+  int64_t steps = 0;
+  double total() const { return scatter + replicate + forward + gather + loss + backward + step; }
+};
+
+//! [baseline]
+// Chapter 2's step on one device, timed phase by phase, on the first batches of the same data
+// and from the same initial weights, for comparison.
+StepTimes time_single_device(const Options& o, const std::shared_ptr<const Dataset>& train_set, Device device) {
+  manual_seed(o.seed);
+  std::shared_ptr<Module> model = make_model(o.model);
+  model->to(device);
+  SGD optimizer(model->parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
+                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
+                                   .pin_memory(device.is_cuda()));
+  StepTimes t;
+  for (const Batch& batch : loader) {
+    if (t.steps == o.baseline_steps) break;
+    const Tensor inputs = batch.inputs.to(device, true), targets = batch.targets.to(device, true);
+    Timer timer;
+    const Tensor logits = (*model)(inputs);
+    wait_for({device});
+    t.forward += timer.seconds();
+    timer.reset();
+    const Tensor loss = cross_entropy(logits, targets);
+    wait_for({device});
+    t.loss += timer.seconds();
+    timer.reset();
+    optimizer.zero_grad();
+    loss.backward();
+    wait_for({device});
+    t.backward += timer.seconds();
+    timer.reset();
+    optimizer.step();
+    wait_for({device});
+    t.step += timer.seconds();
+    ++t.steps;
+  }
+  return t;
+}
+//! [baseline]
+
+//! [evaluate]
+// Test accuracy through the DataParallel wrapper: the test batches are scattered over the
+// replicas too, and the gathered logits compared with the labels on the output device.
+double evaluate(DataParallel& model, const std::shared_ptr<const Dataset>& test_set) {
+  model.eval();
+  NoGradGuard no_grad;
+  const Device device = model.output_device();
+  DataLoader loader(test_set, DataLoaderOptions(1000).pin_memory(device.is_cuda()));
+  const Tensor correct = zeros({}, TensorOptions().device(device));
+  for (const Batch& batch : loader) {
+    const Tensor logits = model(batch.inputs);  // logits: (B, 10) on the output device
+    correct.add_(sum(eq(argmax(logits, 1), batch.targets.to(device, true)).to(DType::f32)));
+  }
+  return correct.item() / static_cast<double>(test_set->size());
+}
+//! [evaluate]
+
+void print_breakdown(const StepTimes& single, const StepTimes& parallel, Device device, const std::vector<Device>& devices,
+                     int64_t batch) {
+  const auto ms = [](double seconds, int64_t steps) { return steps > 0 ? 1e3 * seconds / static_cast<double>(steps) : 0.0; };
+  std::printf("\ntime per step in ms (batch %lld):  one %s   DataParallel %zu replicas", static_cast<long long>(batch),
+              device.str().c_str(), devices.size());
+  std::printf("\n  (averaged over %lld and %lld steps; every phase waits for its devices before its clock stops)\n",
+              static_cast<long long>(single.steps), static_cast<long long>(parallel.steps));
+  const struct {
+    const char* name;
+    double a, b;
+    bool single_has_it;
+  } rows[] = {{"scatter", single.scatter, parallel.scatter, false},
+              {"replicate", single.replicate, parallel.replicate, false},
+              {"forward", single.forward, parallel.forward, true},
+              {"gather", single.gather, parallel.gather, false},
+              {"loss", single.loss, parallel.loss, true},
+              {"backward", single.backward, parallel.backward, true},
+              {"  of which reduce", single.reduce, parallel.reduce, false},
+              {"optimizer step", single.step, parallel.step, true},
+              {"total", single.total(), parallel.total(), true}};
+  for (const auto& row : rows) {
+    if (row.single_has_it) {
+      std::printf("  %-18s %10.2f %10.2f\n", row.name, ms(row.a, single.steps), ms(row.b, parallel.steps));
+    } else {
+      std::printf("  %-18s %10s %10.2f\n", row.name, "-", ms(row.b, parallel.steps));
+    }
+  }
+  std::printf("  DataParallel / one device: %.2fx the time per step\n\n",
+              ms(parallel.total(), parallel.steps) / ms(single.total(), single.steps));
+}
+
+int run(const Options& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const std::vector<Device> devices = replica_devices(o);
+  // Fail early, before loading data, when a device cannot be used.
+  for (const Device device : devices) empty({1}, TensorOptions().device(device));
+
+  // 1. Data: Fashion-MNIST in memory, as in chapter 2.
+  const std::string root = find_data_dir(o.data);
+  std::cout << "reading " << root << "\n";
+  const auto train_set = std::make_shared<TensorDataset>(fashion_mnist(root, true));
+  const auto test_set = std::make_shared<TensorDataset>(fashion_mnist(root, false));
+  std::cout << "data: fashion-mnist (" << train_set->size() << " training, " << test_set->size() << " test images)\n";
+  std::cout << "replicas:";
+  for (const Device device : devices) std::cout << " " << device;
+  std::cout << " (" << get_num_threads() << " CPU thread(s) shared among them)\n";
+
+  // 2. The baseline: chapter 2's single-device step on the same batches.
+  const StepTimes single = time_single_device(o, train_set, devices[0]);
+
+  //! [wrap]
+  // 3. The model, built from the same seed, lives on devices[0]; DataParallel wraps it. The
+  //    optimiser gets the wrapper's parameters(), which are the model's own: the replicas'
+  //    copies are made afresh every step and never seen by the optimiser.
+  manual_seed(o.seed);
+  std::shared_ptr<Module> model = make_model(o.model);
+  model->to(devices[0]);
+  DataParallel parallel(model, devices);
+  parallel.set_profiling(true);
+  SGD optimizer(parallel.parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  //! [wrap]
+  std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters), batch " << o.batch_size
+            << " split over " << devices.size() << " replicas, sgd lr " << o.lr << "\n";
+
+  // 4. Training: the loop is chapter 2's; only the model is the wrapper.
+  DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
+                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
+                                   .pin_memory(devices[0].is_cuda()));
+  const Device output = parallel.output_device();
+  StepTimes times;
+  int64_t step = 0, samples = 0;
+  double train_seconds = 0.0, last_loss = NAN, accuracy = 0.0;
+  int epoch = 0;
+  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+    ++epoch;
+    parallel.train();
+    parallel.reset_times();
+    ProgressBar bar("epoch " + std::to_string(epoch), static_cast<int64_t>(loader.size()));
+    Tensor loss;
+    Timer epoch_timer;
+    int64_t batch_index = 0, epoch_samples = 0;
+    for (const Batch& batch : loader) {
+      //! [step]
+      // The inputs stay where the loader made them: scatter sends each replica its rows. The
+      // targets go to the output device, where the gathered logits are.
+      const Tensor targets = batch.targets.to(output, true);
+      const Tensor logits = parallel(batch.inputs);  // scatter, replicate, parallel_apply, gather
+      Timer timer;
+      loss = cross_entropy(logits, targets);
+      wait_for({output});
+      times.loss += timer.seconds();
+      timer.reset();
+      optimizer.zero_grad();
+      loss.backward();  // through every replica; autograd sums their gradients into the model's
+      wait_for(devices);
+      times.backward += timer.seconds();
+      timer.reset();
+      optimizer.step();
+      wait_for({devices[0]});
+      times.step += timer.seconds();
+      //! [step]
+      epoch_samples += targets.numel();
+      ++step;
+      if (++batch_index % 20 == 0) bar.update(batch_index, "");
+      if (o.max_steps > 0 && step >= o.max_steps) break;
+    }
+    last_loss = loss.item();
+    const double epoch_seconds = epoch_timer.seconds();
+    train_seconds += epoch_seconds;
+    samples += epoch_samples;
+    bar.finish();
+    // The wrapper's own phases of this epoch (before evaluation adds its forward passes).
+    const DataParallelTimes phases = parallel.times();
+    times.scatter += phases.scatter;
+    times.replicate += phases.replicate;
+    times.forward += phases.forward;
+    times.gather += phases.gather;
+    times.reduce += phases.reduce;
+    times.steps += phases.steps;
+    accuracy = evaluate(parallel, test_set);
+    std::printf("epoch %d: train_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f\n", epoch, last_loss, accuracy,
+                epoch_seconds, static_cast<double>(epoch_samples) / epoch_seconds);
+  }
+
+  print_breakdown(single, times, devices[0], devices, o.batch_size);
+  std::cout << ResultLine(3).add("model", o.model).add("device", devices[0].str()).add("world", 1)
+                   .add("replicas", static_cast<int>(devices.size())).add("epochs", epoch).add("batch", o.batch_size)
+                   .add("samples_per_s", static_cast<double>(samples) / train_seconds)
+                   .add("epoch_s", train_seconds / epoch).add("test_acc", accuracy).add("final_loss", last_loss)
+                   .add("step_ms", 1e3 * times.total() / static_cast<double>(times.steps))
+                   .add("single_step_ms", 1e3 * single.total() / static_cast<double>(single.steps))
+                   .add("threads", get_num_threads()).str()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Chapter 3: DataParallel, one process driving several replicas (Fashion-MNIST)", "chapter3");
+  Options o;
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--device", o.device, "cpu (replicas on threads), cuda (one GPU per replica while there are "
+                                       "enough, then shared) or cuda:N (every replica on GPU N)");
+  app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
+  app.add_option("--threads", o.threads, "CPU threads in all (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(CLI::PositiveNumber);
+  app.add_option("--data", o.data, "directory with the Fashion-MNIST files (default: $LOCKSTEP_DATA, data/, "
+                                   "/usr/share/datasets/fashion-mnist)");
+  return run_program(app, argc, argv, [&] { return run(o); });
+}
