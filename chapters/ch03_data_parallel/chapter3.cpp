@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--device", o.device, "cpu (replicas on threads), cuda (one GPU per replica while there are "
                                        "enough, then shared) or cuda:N (every replica on GPU N)");
-  app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::PositiveNumber);
+  app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::Range(1, 64));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(CLI::PositiveNumber);
