@@ -48,17 +48,35 @@ void wait_for(const std::vector<Device>& devices) {
   }
 }
 
-// The milliseconds per step of one training step's phases.
+// The seconds spent in each phase of the training steps, summed.
 struct StepTimes {
   double scatter = 0, replicate = 0, forward = 0, gather = 0, loss = 0, backward = 0, reduce = 0, step = 0;
   int64_t steps = 0;
   double total() const { return scatter + replicate + forward + gather + loss + backward + step; }
 };
 
+// A stopwatch for consecutive phases: lap(slot) waits for the devices, adds the time since the
+// previous lap to `slot` (unless told not to count) and starts the next phase.
+class Laps {
+ public:
+  explicit Laps(std::vector<Device> devices) : devices_(std::move(devices)) {}
+  void lap(double& slot, bool count = true) {
+    wait_for(devices_);
+    if (count) slot += timer_.seconds();
+    timer_.reset();
+  }
+
+ private:
+  std::vector<Device> devices_;
+  Timer timer_;
+};
+
 //! [baseline]
 // Chapter 2's step on one device, timed phase by phase, on the first batches of the same data
-// and from the same initial weights, for comparison.
+// and from the same initial weights, for comparison. The first steps warm up caches and memory
+// pools and are not counted.
 StepTimes time_single_device(const Options& o, const std::shared_ptr<const Dataset>& train_set, Device device) {
+  const int64_t warmup_steps = 5;
   manual_seed(o.seed);
   std::shared_ptr<Module> model = make_model(o.model);
   model->to(device);
@@ -67,27 +85,23 @@ StepTimes time_single_device(const Options& o, const std::shared_ptr<const Datas
                                    .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
                                    .pin_memory(device.is_cuda()));
   StepTimes t;
+  int64_t index = 0;
   for (const Batch& batch : loader) {
     if (t.steps == o.baseline_steps) break;
+    const bool count = index++ >= warmup_steps;
+    Laps laps({device});
     const Tensor inputs = batch.inputs.to(device, true), targets = batch.targets.to(device, true);
-    Timer timer;
+    laps.lap(t.scatter, count);  // the inputs' way to the device
     const Tensor logits = (*model)(inputs);
-    wait_for({device});
-    t.forward += timer.seconds();
-    timer.reset();
+    laps.lap(t.forward, count);
     const Tensor loss = cross_entropy(logits, targets);
-    wait_for({device});
-    t.loss += timer.seconds();
-    timer.reset();
+    laps.lap(t.loss, count);
     optimizer.zero_grad();
     loss.backward();
-    wait_for({device});
-    t.backward += timer.seconds();
-    timer.reset();
+    laps.lap(t.backward, count);
     optimizer.step();
-    wait_for({device});
-    t.step += timer.seconds();
-    ++t.steps;
+    laps.lap(t.step, count);
+    if (count) ++t.steps;
   }
   return t;
 }
@@ -121,7 +135,7 @@ void print_breakdown(const StepTimes& single, const StepTimes& parallel, Device 
     const char* name;
     double a, b;
     bool single_has_it;
-  } rows[] = {{"scatter", single.scatter, parallel.scatter, false},
+  } rows[] = {{"scatter (inputs)", single.scatter, parallel.scatter, true},
               {"replicate", single.replicate, parallel.replicate, false},
               {"forward", single.forward, parallel.forward, true},
               {"gather", single.gather, parallel.gather, false},
@@ -197,19 +211,14 @@ int run(const Options& o) {
       // targets go to the output device, where the gathered logits are.
       const Tensor targets = batch.targets.to(output, true);
       const Tensor logits = parallel(batch.inputs);  // scatter, replicate, parallel_apply, gather
-      Timer timer;
+      Laps laps(devices);
       loss = cross_entropy(logits, targets);
-      wait_for({output});
-      times.loss += timer.seconds();
-      timer.reset();
+      laps.lap(times.loss);
       optimizer.zero_grad();
       loss.backward();  // through every replica; autograd sums their gradients into the model's
-      wait_for(devices);
-      times.backward += timer.seconds();
-      timer.reset();
+      laps.lap(times.backward);
       optimizer.step();
-      wait_for({devices[0]});
-      times.step += timer.seconds();
+      laps.lap(times.step);
       //! [step]
       epoch_samples += targets.numel();
       ++step;

@@ -1,9 +1,10 @@
 /// \file
-/// The CUDA runtime state Lockstep keeps per device: the stream kernels are queued on, and
-/// waiting for it. All of Lockstep's work on `cuda:N` goes to one stream per device (created
-/// on first use), so kernels, copies and cuBLAS calls run in the order they were issued and
-/// the CPU only waits where a value is needed on the host (item(), copies to the CPU).
-/// Chapter 4 adds a second stream for communication, ordered against this one with events.
+/// The CUDA runtime state Lockstep keeps per device: the streams kernels are queued on, and
+/// waiting for them. Lockstep's work on `cuda:N` goes to one stream per device (created on first
+/// use), so kernels, copies and cuBLAS calls run in the order they were issued and the CPU only
+/// waits where a value is needed on the host (item(), copies to the CPU). A thread may make
+/// another stream current: DataParallel's replicas sharing a GPU use side streams, and chapter
+/// 4's NCCL backend communicates on a stream of its own; events order them against the main one.
 #pragma once
 
 #include <string>

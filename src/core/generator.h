@@ -30,16 +30,33 @@ class Generator {
   std::mt19937_64 engine_;
 };
 
-/// The process-wide default generator used when no generator is passed (seeded with 0 until
-/// manual_seed is called).
+/// The generator used when none is passed: the process-wide one (seeded with 0 until
+/// manual_seed is called), or, on a thread inside a ThreadGeneratorGuard, that guard's.
 Generator& default_generator();
 
-/// Holds the default generator for the caller while the returned lock lives, when `generator`
-/// is null (the default is shared: DataParallel's replicas draw dropout masks from several
-/// threads at once); an explicit generator belongs to its caller and is not locked.
+/// Makes `generator` the calling thread's default generator while the guard lives.
+/// DataParallel gives each replica's thread its own generator, seeded from the process-wide
+/// one, so that dropout masks follow from the seed and not from which thread draws first.
+class ThreadGeneratorGuard {
+ public:
+  /// `generator` must outlive the guard.
+  explicit ThreadGeneratorGuard(Generator& generator);
+  /// Restores the thread's previous default generator.
+  ~ThreadGeneratorGuard();
+  ThreadGeneratorGuard(const ThreadGeneratorGuard&) = delete;             ///< Not copyable.
+  ThreadGeneratorGuard& operator=(const ThreadGeneratorGuard&) = delete;  ///< Not copyable.
+
+ private:
+  Generator* previous_;
+};
+
+/// Locks the process-wide generator while the returned lock lives when `generator` is null or
+/// is that generator itself and the calling thread has no generator of its own: the
+/// process-wide one is shared between threads. Any other generator belongs to its caller and
+/// is not locked.
 std::unique_lock<std::mutex> lock_default_generator(const Generator* generator);
 
-/// Seeds the default generator (torch.manual_seed).
+/// Seeds the process-wide generator (torch.manual_seed).
 void manual_seed(uint64_t seed);
 
 }  // namespace lockstep

@@ -16,7 +16,10 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, std::vector<Device> d
   // Registered as a child, so parameters() reach the optimiser and state_dict() keys read
   // "module.<name>", as PyTorch's do.
   module_ = register_module("module", std::move(module));
-  if (devices_.size() > 1) replicas_ = make_replica_shells(*module_, devices_.size());
+  if (devices_.size() > 1) {
+    replicas_ = make_replica_shells(*module_, devices_.size());
+    replicas_built_for_ = module_->str();
+  }
 }
 
 void DataParallel::check_module_device() const {
@@ -47,6 +50,15 @@ Tensor DataParallel::forward(const Tensor& input) {
     times_.forward += timer.seconds();
     return output;
   }
+
+  // PyTorch copies every module's settings at every step; here the replicas are built again
+  // when the model's description (its layers and their settings) has changed since.
+  if (const std::string now = module_->str(); now != replicas_built_for_) {
+    replicas_ = make_replica_shells(*module_, devices_.size());
+    replicas_built_for_ = now;
+  }
+
+  timer.reset();
 
   //! [forward]
   // 1. Scatter: chunks of ceil(B / n) rows, one per device (fewer chunks when B < n).

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
@@ -35,7 +36,9 @@ struct DataParallelTimes {
 class DataParallel : public Module {
  public:
   /// Replicas on `devices` (at least one); outputs gathered on `output_device` (devices[0] by
-  /// default). The replicas' modules are built here, once (Module::clone_structure).
+  /// default). The replicas' modules are built here (Module::clone_structure) and again by a
+  /// forward pass that finds the model changed (its str(): a layer added, Dropout's p set).
+  /// Between steps they keep the last step's copies: n - 1 copies of the model's weights.
   DataParallel(std::shared_ptr<Module> module, std::vector<Device> devices,
                std::optional<Device> output_device = std::nullopt);
 
@@ -70,6 +73,7 @@ class DataParallel : public Module {
   std::vector<Device> devices_;
   Device output_device_;
   std::vector<std::shared_ptr<Module>> replicas_;
+  std::string replicas_built_for_;  // module_->str() when replicas_ were built
   std::shared_ptr<GradientReturnClock> clock_ = std::make_shared<GradientReturnClock>();
   bool profiling_ = false;
   DataParallelTimes times_;

@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
+#include "core/generator.h"
 #include "core/threads.h"
 
 #include <omp.h>
@@ -52,28 +53,46 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   const size_t n = replicas.size();
   const std::vector<Placement> placements = place(devices);
   const bool grad_mode = grad_mode_enabled();
+  // Each replica draws random numbers (dropout masks) from a generator of its own, seeded from
+  // the default one here, in order: the masks follow from the seed, whichever thread runs first.
+  std::vector<uint64_t> seeds(n);
+  {
+    const auto lock = lock_default_generator(nullptr);
+    for (uint64_t& seed : seeds) seed = default_generator().next();
+  }
   std::vector<Tensor> outputs(n);
   std::vector<std::exception_ptr> errors(n);
 
   //! [worker]
   // One replica's forward pass, in its own thread: the thread takes the caller's grad mode (a
-  // per-thread setting), its share of the CPU threads or its GPU stream, and keeps any error for
-  // the caller, because an exception cannot cross from one thread to another by itself.
+  // per-thread setting), its own random generator, its share of the CPU threads or its GPU
+  // stream, and keeps any error for the caller, because an exception cannot cross from one
+  // thread to another by itself.
   const auto worker = [&](size_t i) {
     const Placement& p = placements[i];
-    const bool thread_grad_mode = grad_mode_enabled();
-    const cuda::StreamHandle thread_stream = p.device.is_cuda() ? cuda::current_stream(p.device) : nullptr;
     try {
+      // The threads live on after the call (one of them is the caller): put back what changes.
+      const bool thread_grad_mode = grad_mode_enabled();
+      const cuda::StreamHandle thread_stream = p.device.is_cuda() ? cuda::current_stream(p.device) : nullptr;
+      const auto restore = [&] {
+        set_grad_mode(thread_grad_mode);
+        if (p.device.is_cuda()) cuda::set_current_stream(p.device, thread_stream);
+      };
+      Generator generator(seeds[i]);
+      const ThreadGeneratorGuard own_generator(generator);
       set_grad_mode(grad_mode);
       if (p.device.is_cpu()) set_num_threads(p.cpu_threads);
       if (p.device.is_cuda()) cuda::set_current_stream(p.device, p.stream);
-      outputs[i] = (*replicas[i])(inputs[i]);
+      try {
+        outputs[i] = (*replicas[i])(inputs[i]);
+      } catch (...) {
+        restore();
+        throw;
+      }
+      restore();
     } catch (...) {
       errors[i] = std::current_exception();
     }
-    // The threads live on after the call (one of them is the caller): put back what was changed.
-    set_grad_mode(thread_grad_mode);
-    if (p.device.is_cuda()) cuda::set_current_stream(p.device, thread_stream);
   };
   //! [worker]
 
@@ -99,6 +118,8 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
       std::rethrow_exception(errors[i]);
     } catch (const std::exception& error) {
       throw Error("replica " + std::to_string(i) + " on " + devices[i].str() + " failed: " + error.what());
+    } catch (...) {
+      throw;  // not a std::exception: nothing to add a message to
     }
   }
   return outputs;

@@ -1,6 +1,7 @@
 #include "parallel/replicate.h"
 
 #include <chrono>
+#include <typeinfo>
 
 #include "autograd/node.h"
 #include "core/cuda_context.h"
@@ -11,8 +12,24 @@ namespace lockstep {
 
 namespace {
 
+// Throws unless every module of the replica's tree has the class of the module's at the same
+// place: a class that inherits clone_structure() without overriding it builds its base class,
+// whose forward() would run instead of its own.
+void check_same_classes(const Module& module, const Module& replica, const std::string& where) {
+  LOCKSTEP_CHECK(typeid(module) == typeid(replica), "replicate: clone_structure() of ", module.name(), where,
+                 " built a ", replica.name(), ": override clone_structure() in ", module.name(), " to return a new ",
+                 module.name());
+  const auto mine = module.named_children(), theirs = replica.named_children();
+  LOCKSTEP_CHECK(mine.size() == theirs.size(), "replicate: clone_structure() of ", module.name(), where, " built ",
+                 theirs.size(), " children instead of ", mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    check_same_classes(*mine[i].second, *theirs[i].second, " (at '" + mine[i].first + "')");
+  }
+}
+
 // Throws unless `replica` has the module's parameters and buffers, by name and shape, in order.
 void check_same_layout(const Module& module, const Module& replica) {
+  check_same_classes(module, replica, "");
   for (const bool parameters : {true, false}) {
     const auto mine = parameters ? module.named_parameters() : module.named_buffers();
     const auto theirs = parameters ? replica.named_parameters() : replica.named_buffers();
@@ -35,6 +52,14 @@ Tensor data_for(const Tensor& original, size_t index, Device device) {
   const Tensor data = original.detach();
   if (device == original.device()) return index == 0 ? data : data.clone();
   return data.to(device, /*non_blocking=*/true);
+}
+
+// Gives each module of the replica its original's training flag, one module at a time (a
+// BatchNorm in evaluation mode inside a model in training mode stays in evaluation mode).
+void copy_training_flags(const Module& module, Module& replica) {
+  replica.train(module.is_training());  // also sets the children, which are corrected next
+  const auto mine = module.children(), theirs = replica.children();
+  for (size_t i = 0; i < mine.size(); ++i) copy_training_flags(*mine[i], *theirs[i]);
 }
 
 }  // namespace
@@ -72,19 +97,26 @@ void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Modul
   for (size_t i = 0; i < replicas.size(); ++i) {
     Module& replica = *replicas[i];
     const Device device = devices[i];
-    replica.train(module.is_training());
+    copy_training_flags(module, replica);
 
     //! [broadcast]
     // Parameters: a copy per replica that autograd links back to the original. The backward
     // of the copy sends its gradient to the original's device; autograd adds up the gradients
     // of all replicas there before AccumulateGrad writes them into the original's grad.
     const auto replica_parameters = replica.named_parameters();
+    const auto replica_buffers = replica.named_buffers();
+    LOCKSTEP_CHECK(replica_parameters.size() == module_parameters.size() && replica_buffers.size() == module_buffers.size(),
+                   "replicate: replica ", i, " was built for a module with ", replica_parameters.size(), " parameters and ",
+                   replica_buffers.size(), " buffers, but the module now has ", module_parameters.size(), " and ",
+                   module_buffers.size(), ": build the replicas again (make_replica_shells)");
     for (size_t j = 0; j < module_parameters.size(); ++j) {
       const Tensor& original = module_parameters[j].second;
       const Tensor& copy = replica_parameters[j].second;
       const Device source = original.device();
       const Tensor linked = record(data_for(original, i, device), "BroadcastBackward", {original},
                                    [source, clock](const Tensor& grad) {
+                                     // On the original's device already: nothing to send.
+                                     if (grad.device() == source) return std::vector<Tensor>{grad};
                                      const auto start = std::chrono::steady_clock::now();
                                      Tensor back = grad.to(source);
                                      if (clock) {
@@ -100,7 +132,6 @@ void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Modul
     //! [broadcast]
 
     // Buffers: plain copies; replica 0 on the module's device shares the original's.
-    const auto replica_buffers = replica.named_buffers();
     for (size_t j = 0; j < module_buffers.size(); ++j) {
       replica_buffers[j].second.set_data(data_for(module_buffers[j].second, i, device));
     }

@@ -16,14 +16,16 @@
 namespace lockstep {
 
 /// Time spent sending replicas' gradients back to the original parameters' device during
-/// backward (the "reduce" of DataParallel's step), summed by the nodes that do it.
+/// backward (the "reduce" of DataParallel's step), summed by the nodes that do it. Gradients
+/// already on that device are not sent, and not timed: adding them up is part of backward.
 struct GradientReturnClock {
   std::atomic<int64_t> nanoseconds{0};  ///< Total so far.
   bool synchronize = false;             ///< Wait for each copy to finish before reading the clock.
 };
 
 /// `count` new modules shaped like `module`, built with Module::clone_structure(): the shells
-/// that fill_replicas() fills every step. Building them draws initial weights that are thrown
+/// that fill_replicas() fills every step. Throws when a clone differs from the module in a
+/// class, a parameter or a buffer (a class that does not override clone_structure()). Building them draws initial weights that are thrown
 /// away, so the default generator is restored afterwards: wrapping a model in DataParallel does
 /// not change the random numbers the training draws.
 std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, size_t count);
@@ -36,7 +38,7 @@ std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, s
 ///   module's own device, shares the original's memory instead of copying it;
 /// - buffers are copied without autograd; replica 0 on the module's device shares them, so its
 ///   BatchNorm running statistics are the only ones that survive the step;
-/// - the training mode is the module's.
+/// - each module of a replica gets the training mode of its original.
 /// `clock`, when given, times the gradients' way back during backward.
 void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Module>>& replicas,
                    const std::vector<Device>& devices, const std::shared_ptr<GradientReturnClock>& clock = nullptr);

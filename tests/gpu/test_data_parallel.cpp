@@ -45,6 +45,36 @@ TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
   }
 }
 
+TEST(DataParallelCuda, SeveralStepsTrainLikeOneModuleOnTheCpu) {
+  // Memory freed by one step is reused by the next on the replicas' streams: the steps must
+  // still agree with the CPU.
+  manual_seed(3);
+  const auto reference = make_model("cnn");
+  manual_seed(3);
+  const auto model = make_model("cnn");
+  model->to(gpu());
+  DataParallel parallel(model, on_gpu(2));
+  SGD reference_sgd(reference->parameters(), SGDOptions(0.05).momentum(0.9));
+  SGD parallel_sgd(parallel.parameters(), SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = random_cpu({16, 1, 28, 28}, 20 + static_cast<uint64_t>(step)), y = class_labels(16);
+    reference_sgd.zero_grad();
+    cross_entropy((*reference)(x), y).backward();
+    reference_sgd.step();
+    parallel_sgd.zero_grad();
+    cross_entropy(parallel(x), y.to(gpu())).backward();
+    parallel_sgd.step();
+  }
+  const auto mine = reference->named_parameters(), theirs = model->named_parameters();
+  for (size_t i = 0; i < mine.size(); ++i) expect_close(mine[i].second, theirs[i].second, 1e-3, 1e-5, theirs[i].first);
+  // Evaluation through the wrapper: no graph, the same logits as the CPU model.
+  NoGradGuard no_grad;
+  const Tensor x = random_cpu({9, 1, 28, 28}, 40);
+  const Tensor logits = parallel(x);
+  EXPECT_FALSE(logits.requires_grad());
+  expect_close((*reference)(x), logits, 1e-3, 1e-4, "evaluation logits");
+}
+
 TEST(DataParallelCuda, OnlyReplicaZeroUpdatesBatchNormStatistics) {
   auto norm = std::make_shared<BatchNorm2d>(3);
   norm->to(gpu());

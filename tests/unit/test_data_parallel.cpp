@@ -142,6 +142,19 @@ TEST(Replicate, EveryModelCanBeReplicated) {
   }
 }
 
+TEST(Replicate, ASubclassMustOverrideCloneStructure) {
+  // Inherits Linear::clone_structure, which would build a plain Linear running Linear::forward.
+  class NegatedLinear : public Linear {
+   public:
+    NegatedLinear() : Linear(2, 2) {}
+    Tensor forward(const Tensor& input) override { return neg(Linear::forward(input)); }
+  };
+  expect_error([] { replicate(NegatedLinear(), cpus(2)); },
+               "replicate: clone_structure() of NegatedLinear built a Linear: override clone_structure() in NegatedLinear");
+  const auto nested = std::make_shared<Sequential>(std::make_shared<ReLU>(), std::make_shared<NegatedLinear>());
+  expect_error([&] { replicate(*nested, cpus(2)); }, "clone_structure() of NegatedLinear (at '1') built a Linear");
+}
+
 TEST(Replicate, AModuleWithoutCloneStructureIsAClearError) {
   class Doubler : public Module {
    public:
@@ -215,9 +228,77 @@ TEST(DataParallel, OnlyReplicaZeroUpdatesBatchNormStatistics) {
 }
 
 TEST(DataParallel, GradModeReachesTheReplicas) {
-  DataParallel parallel(small_cnn(3), cpus(2));
-  NoGradGuard no_grad;
-  EXPECT_FALSE(parallel(images(4)).requires_grad());
+  // Notes the grad mode of the thread that runs its forward pass.
+  class GradModeSpy : public Module {
+   public:
+    explicit GradModeSpy(std::shared_ptr<std::vector<int>> seen) : seen_(std::move(seen)) {}
+    Tensor forward(const Tensor& input) override {
+      (*seen_)[static_cast<size_t>(input.to_vector<float>()[0])] = grad_mode_enabled() ? 1 : 0;
+      return input;
+    }
+    std::shared_ptr<Module> clone_structure() const override { return std::make_shared<GradModeSpy>(seen_); }
+
+   private:
+    std::shared_ptr<std::vector<int>> seen_;
+  };
+  auto seen = std::make_shared<std::vector<int>>(2, -1);
+  DataParallel parallel(std::make_shared<GradModeSpy>(seen), cpus(2));
+  const Tensor rows = from_vector({0, 1}, {2, 1});  // row i goes to replica i, which writes seen[i]
+  parallel(rows);
+  EXPECT_EQ(*seen, (std::vector<int>{1, 1}));
+  {
+    NoGradGuard no_grad;
+    parallel(rows);
+    EXPECT_EQ(*seen, (std::vector<int>{0, 0}));
+  }
+  EXPECT_TRUE(grad_mode_enabled());  // the caller's own mode is back
+}
+
+TEST(DataParallel, DropoutMasksFollowTheSeed) {
+  const auto masked = [] {
+    manual_seed(9);
+    DataParallel parallel(std::make_shared<Dropout>(0.5), cpus(3));
+    return parallel(ones({30, 8})).to_vector<float>();
+  };
+  const auto first = masked();
+  for (int run = 0; run < 5; ++run) EXPECT_EQ(masked(), first) << "run " << run;
+  // The three replicas drew different masks.
+  EXPECT_NE(std::vector<float>(first.begin(), first.begin() + 80), std::vector<float>(first.begin() + 80, first.begin() + 160));
+}
+
+TEST(DataParallel, SettingsChangedAfterWrappingReachTheReplicas) {
+  auto dropout = std::make_shared<Dropout>(0.5);
+  DataParallel parallel(dropout, cpus(2));
+  dropout->p = 0.0;  // the replicas are built again for the new setting
+  EXPECT_EQ(parallel(ones({6, 4})).to_vector<float>(), std::vector<float>(24, 1.0f));
+}
+
+TEST(DataParallel, EachModuleKeepsItsOwnTrainingMode) {
+  manual_seed(6);
+  auto model = std::make_shared<Sequential>(std::make_shared<Conv2d>(1, 2, 3), std::make_shared<BatchNorm2d>(2));
+  auto norm = std::dynamic_pointer_cast<BatchNorm2d>((*model)[1]);
+  norm->eval();  // frozen statistics inside a model in training mode
+  DataParallel parallel(model, cpus(2));
+  parallel(randn({4, 1, 5, 5}));
+  EXPECT_EQ(norm->num_batches_tracked.item(), 0.0);
+  EXPECT_EQ(norm->running_mean.to_vector<float>(), (std::vector<float>{0, 0}));
+}
+
+TEST(DataParallel, FrozenParametersGetNoGradient) {
+  const auto model = small_cnn(5);
+  const Tensor frozen = model->named_parameters()[0].second;  // the convolution's weight
+  frozen.requires_grad_(false);
+  DataParallel parallel(model, cpus(2));
+  cross_entropy(parallel(images(6)), labels(6)).backward();
+  EXPECT_FALSE(frozen.grad().defined());
+  EXPECT_TRUE(model->named_parameters()[1].second.grad().defined());
+}
+
+TEST(DataParallel, OneDeviceRunsTheModuleItself) {
+  const auto single = small_cnn(8), wrapped = small_cnn(8);
+  DataParallel parallel(wrapped, cpus(1));
+  const Tensor x = images(5);
+  expect_close(parallel(x), (*single)(x), 0.0, "output");
 }
 
 TEST(DataParallel, StateDictKeysCarryTheModulePrefix) {
@@ -243,7 +324,7 @@ TEST(DataParallel, TimesEveryPhase) {
   EXPECT_EQ(times.steps, 1);
   EXPECT_GT(times.forward, 0.0);
   EXPECT_GT(times.replicate, 0.0);
-  EXPECT_GT(times.reduce, 0.0);  // the BroadcastBackward nodes ran
+  EXPECT_EQ(times.reduce, 0.0);  // the gradients were on the CPU already: nothing was sent back
   parallel.reset_times();
   EXPECT_EQ(parallel.times().steps, 0);
   EXPECT_EQ(parallel.times().reduce, 0.0);
