@@ -118,4 +118,4 @@ bench-ddp: build
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
-	@tests/gpu/check_on_gpu.sh $(GPU_LOGS)
+	@tests/gpu/check_on_gpu.sh $(GPU_LOGS) $(GPU_STEPS)

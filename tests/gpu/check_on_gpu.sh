@@ -2,19 +2,25 @@
 # Everything that needs a GPU, in one run, for a machine with an NVIDIA GPU and the CUDA
 # toolkit: build, the GPU tests, compute-sanitizer on them, the chapters on the GPU, the
 # benchmarks, and PyTorch on the same GPU for comparison. Usage:
-#   tests/gpu/check_on_gpu.sh LOGDIR      (or: make gpu-check GPU_LOGS=LOGDIR)
+#   tests/gpu/check_on_gpu.sh LOGDIR [STEP...]   (or: make gpu-check GPU_LOGS=LOGDIR GPU_STEPS="...")
 # Writes LOGDIR/gpu-check.log (every step's output) and LOGDIR/summary.txt (one line per step
-# with its exit status). Steps go on after a failure, so one run shows everything.
+# with its exit status). Steps go on after a failure, so one run shows everything. Naming
+# steps runs only those (after configure and build, which are quick once built), so the whole
+# check can be split over several shorter runs; `--list` prints the step names.
 # Dependencies missing on the machine are taken from .deps/root if it exists (make gpu-deps).
 set -u
 LOGDIR=${1:-build/gpu-logs}
+shift $(($# > 0 ? 1 : 0))
+ONLY=" $* "
 BUILD=${GPU_BUILD_DIR:-build-gpu}
 JOBS=$(nproc)
-mkdir -p "$LOGDIR"
+[ "$LOGDIR" = --list ] || mkdir -p "$LOGDIR"
 LOG="$LOGDIR/gpu-check.log"
 SUMMARY="$LOGDIR/summary.txt"
-: >"$LOG"
-: >"$SUMMARY"
+if [ "$LOGDIR" != --list ]; then
+  : >"$LOG"
+  : >"$SUMMARY"
+fi
 
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release)
 # GPU_CUDA_ARCH=90 builds for the one GPU at hand only, which compiles faster.
@@ -26,9 +32,15 @@ if [ -d .deps/root/usr ]; then
 fi
 
 # step NAME COMMAND...: runs the command, appends its output to the log, records its status.
+# Skipped when steps were named and NAME is not one of them (configure and build always run).
 step() {
   local name=$1
   shift
+  if [ "$LOGDIR" = --list ]; then
+    echo "$name"
+    return
+  fi
+  case "$name" in configure | build) ;; *) [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $name "* ]] || return 0 ;; esac
   local start=$SECONDS
   printf '\n===== %s: %s\n' "$name" "$*" >>"$LOG"
   "$@" >>"$LOG" 2>&1
@@ -65,4 +77,4 @@ step chapter4_auto_2 mpirun -n 2 "$BUILD/chapter4" --backend auto --device cuda 
 step chapter4_nccl_2_refused sh -c "! mpirun -n 2 $BUILD/chapter4 --backend nccl --device cuda --max-steps 5"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
-echo "Log: $LOG"
+[ "$LOGDIR" = --list ] || echo "Log: $LOG"
