@@ -5,9 +5,10 @@
 /// step frees and reallocates the same activation sizes every iteration. So a freed block is
 /// not returned to the driver: it goes onto a free list for its size class, and the next
 /// request of that class takes it back. After the first step, a training loop allocates
-/// nothing from the driver at all. Reuse is safe without events because every kernel runs on
-/// the device's one stream, in order: a block freed by the host is reused only by work queued
-/// after the work that last used it.
+/// nothing from the driver at all. Reuse is safe without events because free lists are kept
+/// per stream: a block freed by the host is reused only by work on the stream it was allocated
+/// for, queued after the work that last used it there. (A tensor also used on another stream,
+/// as chapter 3's replicas do, must stay alive until that stream is done with it.)
 ///
 /// Pinned (page-locked) host memory is what makes host-to-device copies fast and truly
 /// asynchronous; pin_memory() takes it from a second caching allocator, which reuses a block

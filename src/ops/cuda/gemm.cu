@@ -19,11 +19,11 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "core/cuda/launch.cuh"
 #include "core/dtype.h"
@@ -94,20 +94,24 @@ __global__ void pack_kernel(const T* src, int64_t batch_stride, int64_t row_stri
 // ---------------------------------------------------------------------------------------------
 // Backend 1: cuBLAS
 
-// The per-device cuBLAS handles, created on first use and kept for the whole run (destroying
-// them at exit could run after the CUDA driver has shut down). A handle remembers one stream,
-// and threads may have different current streams (set_current_stream), so the mutex is held
-// from cublasSetStream until the GEMM is queued. Queuing takes microseconds; the GPU work
-// itself runs after the lock is released.
+// The cuBLAS handles, one per (device, stream), created on first use and kept for the whole run
+// (destroying them at exit could run after the CUDA driver has shut down). One per stream, not
+// one per device: a handle runs its GEMMs in its own workspace memory, and two streams running
+// GEMMs at the same time (chapter 3's replicas sharing a GPU) must not share one. Each handle is
+// bound to its stream once, so no thread ever changes another thread's stream. The mutex guards
+// the table, and is held until the GEMM is queued (microseconds; the GPU work runs later).
 std::mutex cublas_mutex;
-std::vector<cublasHandle_t> cublas_handles;
+std::map<std::pair<int, cudaStream_t>, cublasHandle_t> cublas_handles;
 
 // Must be called with cublas_mutex held and `device` current.
-cublasHandle_t cublas_handle(Device device) {
-  const size_t index = static_cast<size_t>(device.index());
-  if (cublas_handles.size() <= index) cublas_handles.resize(index + 1, nullptr);
-  if (cublas_handles[index] == nullptr) LOCKSTEP_CUBLAS_CHECK(cublasCreate(&cublas_handles[index]));
-  return cublas_handles[index];
+cublasHandle_t cublas_handle(Device device, cudaStream_t stream) {
+  const auto found = cublas_handles.find({device.index(), stream});
+  if (found != cublas_handles.end()) return found->second;
+  cublasHandle_t handle = nullptr;
+  LOCKSTEP_CUBLAS_CHECK(cublasCreate(&handle));
+  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  cublas_handles[{device.index(), stream}] = handle;
+  return handle;
 }
 
 // How cuBLAS reads an operand X (rows x cols, strides rs and cs) so that it sees X^T, a
@@ -181,8 +185,7 @@ void cublas_gemm(Device device, GemmProblem<T> g) {
   const int ldc_int = to_cublas_int(ldc, "C's row stride"), batch = to_cublas_int(g.batch, "the batch size");
 
   std::lock_guard<std::mutex> lock(cublas_mutex);
-  const cublasHandle_t handle = cublas_handle(device);
-  LOCKSTEP_CUBLAS_CHECK(cublasSetStream(handle, stream_for(device)));
+  const cublasHandle_t handle = cublas_handle(device, stream_for(device));
   // cuBLAS's default math mode computes f32 GEMMs in full f32 (no TF32 tensor cores), so the
   // result matches the CPU's to rounding.
   if constexpr (std::is_same_v<T, float>) {
