@@ -114,12 +114,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch.world_size = s.cpu_group->size();
   s.launch.local_rank = node_rank;
   s.launch.local_world_size = node_size;
-  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
   // From now on a rank that fails must take the others down with it: they would otherwise wait
-  // in their next collective for a rank that will never come.
+  // in their next collective for a rank that will never come. That includes setting up NCCL
+  // below, where the other ranks wait for rank 0's unique id.
   set_fatal_error_handler([](int exit_code) {
     if (state().launch.world_size > 1) mpi::abort(exit_code);
   });
+  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
   static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
   (void)registered;
   return s.default_group;
