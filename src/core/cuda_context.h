@@ -19,7 +19,8 @@ using StreamHandle = void*;
 
 /// The stream Lockstep's kernels on `device` are queued on (created on first use).
 LOCKSTEP_CUDA_FN(StreamHandle current_stream(Device device))
-/// Makes `stream` the current stream of `device` (nullptr restores Lockstep's own stream).
+/// Makes `stream` the current stream of `device` for the calling thread only (nullptr restores
+/// Lockstep's own stream); other threads keep theirs.
 LOCKSTEP_CUDA_FN(void set_current_stream(Device device, StreamHandle stream))
 /// A further stream of `device`, number `index` (0, 1, ...), created on first use and kept for
 /// the whole run: DataParallel's replicas that share one GPU queue their work on one each, so

@@ -70,6 +70,8 @@ class CachingAllocator final : public Allocator {
     // Keep the block: work already queued on the stream may still read it, and any later user
     // of the block is queued after that work on the same stream.
     const auto owner = block_stream_.find(ptr);
+    LOCKSTEP_CHECK(owner != block_stream_.end(), "CUDA caching allocator: ", device_,
+                   " was asked to free a pointer it did not hand out, or one already freed");
     free_blocks_[{owner->second, size}].push_back(ptr);
     block_stream_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);
