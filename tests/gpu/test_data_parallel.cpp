@@ -1,8 +1,17 @@
-// DataParallel with replicas sharing one GPU (each on its own stream): the same outputs and
-// gradients as one module on the CPU, BatchNorm's buffers kept from replica 0 only, and inputs
-// scattered from pinned CPU memory.
+// DataParallel with replicas sharing one GPU, each on a stream of its own. The comparisons run
+// in f64, where the GPU and the CPU differ only by the order of additions (about 1e-16 per
+// operation, see test_training.cpp), so a missing wait between streams, a block of memory
+// reused while a replica still reads it, or any f32 step shows up far above the tolerance.
+// The references: one module on the CPU (for models without BatchNorm, whose output does not
+// depend on how the batch is cut), and DataParallel over as many CPU replicas (for the ResNet,
+// whose BatchNorm normalises each replica's chunk by its own statistics).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../common/replica_probes.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
 
@@ -12,67 +21,88 @@ using namespace lockstep::test;
 namespace {
 
 std::vector<Device> on_gpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), gpu()); }
+std::vector<Device> on_cpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), Device::cpu()); }
 
-Tensor class_labels(int64_t n) {
+Tensor class_labels(int64_t n, int step = 0) {
   std::vector<int64_t> values;
-  for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1) % 10);
+  for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1 + step * 7) % 10);
   return from_vector_i64(values, {n});
+}
+
+// `name` from seed 7's weights, in f64, on `device`.
+std::shared_ptr<Module> f64_model(const std::string& name, Device device) {
+  manual_seed(7);
+  auto model = make_model(name);
+  model->to(DType::f64);
+  model->to(device);
+  return model;
+}
+
+// Every named tensor of `actual` (on the GPU) matches the same-named one of `expected`.
+void expect_same_tensors(const std::vector<std::pair<std::string, Tensor>>& expected,
+                         const std::vector<std::pair<std::string, Tensor>>& actual, const std::string& what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].first, actual[i].first) << what;
+    expect_close(expected[i].second, actual[i].second, 1e-9, 1e-12, what + ": " + expected[i].first);
+  }
 }
 
 }  // namespace
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
   for (const int replicas : {2, 3}) {
-    manual_seed(7);
-    const auto reference = make_model("cnn");
-    manual_seed(7);
-    const auto model = make_model("cnn");
-    model->to(gpu());
+    const auto reference = f64_model("cnn", Device::cpu()), model = f64_model("cnn", gpu());
     DataParallel parallel(model, on_gpu(replicas));
-    const Tensor x = random_cpu({13, 1, 28, 28}, 11), y = class_labels(13);  // 13 rows: uneven chunks
+    const Tensor x = random_cpu({13, 1, 28, 28}, 11, DType::f64), y = class_labels(13);  // 13 rows: uneven chunks
 
     const Tensor expected = (*reference)(x);
     cross_entropy(expected, y).backward();
-    const Tensor out = parallel(x.pin_memory());  // scattered from pinned memory
+    const Tensor out = parallel(x.pin_memory());  // scattered from pinned memory, without waiting
     cross_entropy(out, y.to(gpu())).backward();
 
     const std::string where = std::to_string(replicas) + " replicas";
-    expect_close(expected, out, 1e-4, 1e-5, "output, " + where);
+    expect_close(expected, out, 1e-10, 1e-12, "output, " + where);
     const auto mine = reference->named_parameters(), theirs = model->named_parameters();
     for (size_t i = 0; i < mine.size(); ++i) {
-      expect_close(mine[i].second.grad(), theirs[i].second.grad(), 1e-3, 1e-5, theirs[i].first + " grad, " + where);
+      expect_close(mine[i].second.grad(), theirs[i].second.grad(), 1e-9, 1e-12, theirs[i].first + " grad, " + where);
     }
   }
 }
 
-TEST(DataParallelCuda, SeveralStepsTrainLikeOneModuleOnTheCpu) {
-  // Memory freed by one step is reused by the next on the replicas' streams: the steps must
-  // still agree with the CPU.
-  manual_seed(3);
-  const auto reference = make_model("cnn");
-  manual_seed(3);
-  const auto model = make_model("cnn");
-  model->to(gpu());
-  DataParallel parallel(model, on_gpu(2));
-  SGD reference_sgd(reference->parameters(), SGDOptions(0.05).momentum(0.9));
-  SGD parallel_sgd(parallel.parameters(), SGDOptions(0.05).momentum(0.9));
-  for (int step = 0; step < 5; ++step) {
-    const Tensor x = random_cpu({16, 1, 28, 28}, 20 + static_cast<uint64_t>(step)), y = class_labels(16);
-    reference_sgd.zero_grad();
-    cross_entropy((*reference)(x), y).backward();
-    reference_sgd.step();
-    parallel_sgd.zero_grad();
-    cross_entropy(parallel(x), y.to(gpu())).backward();
-    parallel_sgd.step();
+TEST(DataParallelCuda, ResNetTrainsLikeDataParallelOnCpuReplicas) {
+  // Several steps, so that memory freed by one step (on the replicas' streams, or freed on the
+  // caller's stream during backward) is handed out again by the next; batches large enough that
+  // the replicas' kernels are still running when the caller's stream is given more work.
+  for (const int replicas : {2, 3}) {
+    const auto reference = f64_model("resnet", Device::cpu()), model = f64_model("resnet", gpu());
+    DataParallel cpu_parallel(reference, on_cpu(replicas)), gpu_parallel(model, on_gpu(replicas));
+    SGD cpu_sgd(cpu_parallel.parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+    SGD gpu_sgd(gpu_parallel.parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+    const std::string where = std::to_string(replicas) + " replicas";
+    for (int step = 0; step < 4; ++step) {
+      const Tensor x = random_cpu({48, 3, 32, 32}, 30 + static_cast<uint64_t>(step), DType::f64);
+      const Tensor y = class_labels(48, step);
+      cpu_sgd.zero_grad();
+      const Tensor cpu_loss = cross_entropy(cpu_parallel(x), y);
+      cpu_loss.backward();
+      cpu_sgd.step();
+      gpu_sgd.zero_grad();
+      const Tensor gpu_loss = cross_entropy(gpu_parallel(x.pin_memory()), y.to(gpu()));
+      gpu_loss.backward();
+      gpu_sgd.step();
+      EXPECT_NEAR(gpu_loss.item(), cpu_loss.item(), 1e-10 * std::abs(cpu_loss.item())) << "step " << step << ", " << where;
+    }
+    expect_same_tensors(reference->named_parameters(), model->named_parameters(), "parameters, " + where);
+    // BatchNorm's statistics come from replica 0's chunk on both devices.
+    expect_same_tensors(reference->named_buffers(), model->named_buffers(), "buffers, " + where);
+    // Evaluation through the wrapper: running statistics, no graph.
+    cpu_parallel.eval();
+    gpu_parallel.eval();
+    NoGradGuard no_grad;
+    const Tensor x = random_cpu({9, 3, 32, 32}, 40, DType::f64);
+    expect_close(cpu_parallel(x), gpu_parallel(x), 1e-9, 1e-12, "evaluation logits, " + where);
   }
-  const auto mine = reference->named_parameters(), theirs = model->named_parameters();
-  for (size_t i = 0; i < mine.size(); ++i) expect_close(mine[i].second, theirs[i].second, 1e-3, 1e-5, theirs[i].first);
-  // Evaluation through the wrapper: no graph, the same logits as the CPU model.
-  NoGradGuard no_grad;
-  const Tensor x = random_cpu({9, 1, 28, 28}, 40);
-  const Tensor logits = parallel(x);
-  EXPECT_FALSE(logits.requires_grad());
-  expect_close((*reference)(x), logits, 1e-3, 1e-4, "evaluation logits");
 }
 
 TEST(DataParallelCuda, OnlyReplicaZeroUpdatesBatchNormStatistics) {
@@ -85,6 +115,35 @@ TEST(DataParallelCuda, OnlyReplicaZeroUpdatesBatchNormStatistics) {
   reference(x.slice(0, 0, 4));
   expect_close(reference.running_mean, norm->running_mean, 1e-5, 1e-6, "running_mean");
   expect_close(reference.running_var, norm->running_var, 1e-5, 1e-6, "running_var");
+  EXPECT_EQ(norm->num_batches_tracked.item(), 1.0);
+}
+
+TEST(DataParallelCuda, GradModeReachesTheReplicas) { expect_grad_mode_reaches_two_replicas(on_gpu(2)); }
+
+TEST(DataParallelCuda, DropoutMasksFollowTheSeed) {
+  // Each replica's mask comes from its own generator, seeded in order from the default one.
+  const auto first = dropout_through_replicas(on_gpu(3));
+  for (int run = 0; run < 3; ++run) EXPECT_EQ(dropout_through_replicas(on_gpu(3)), first) << "run " << run;
+  EXPECT_NE(std::vector<float>(first.begin(), first.begin() + 80), std::vector<float>(first.begin() + 80, first.begin() + 160));
+}
+
+TEST(DataParallelCuda, AnErrorInAReplicaReachesTheCaller) {
+  auto model = std::make_shared<PicksyLinear>();
+  model->to(gpu());
+  DataParallel parallel(model, on_gpu(4));
+  try {
+    parallel(ones({13, 2}));
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replica 3 on cuda:0 failed: PicksyLinear: expected more than one row"),
+              std::string::npos)
+        << e.what();
+  }
+  // Every replica thread put its stream back: the wrapper still works, and agrees with the CPU.
+  const Tensor x = random_cpu({12, 2}, 13);
+  const Tensor out = parallel(x);
+  model->to(Device::cpu());
+  expect_close((*model)(x), out, 1e-5, 1e-6, "output after the error");
 }
 
 TEST(DataParallelCuda, TheModuleMustBeOnTheGpu) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/replica_probes.h"
 #include "lockstep.h"
 #include "test_util.h"
 
@@ -199,16 +200,6 @@ TEST(DataParallel, TrainsLikeOneModule) {
 }
 
 TEST(DataParallel, AnErrorInAReplicaReachesTheCaller) {
-  // Fails on small chunks only: 13 rows on 4 devices are 4, 4, 4, 1, so replica 3 throws.
-  class PicksyLinear : public Linear {
-   public:
-    PicksyLinear() : Linear(2, 2) {}
-    Tensor forward(const Tensor& input) override {
-      LOCKSTEP_CHECK(input.size(0) > 1, "PicksyLinear: expected more than one row");
-      return Linear::forward(input);
-    }
-    std::shared_ptr<Module> clone_structure() const override { return std::make_shared<PicksyLinear>(); }
-  };
   DataParallel parallel(std::make_shared<PicksyLinear>(), cpus(4));
   expect_error([&] { parallel(ones({13, 2})); }, "replica 3 on cpu failed: PicksyLinear: expected more than one row");
   EXPECT_EQ(parallel(ones({12, 2})).shape(), (Shape{12, 2}));  // still usable afterwards
@@ -227,41 +218,11 @@ TEST(DataParallel, OnlyReplicaZeroUpdatesBatchNormStatistics) {
   EXPECT_EQ(norm->num_batches_tracked.item(), 1.0);
 }
 
-TEST(DataParallel, GradModeReachesTheReplicas) {
-  // Notes the grad mode of the thread that runs its forward pass.
-  class GradModeSpy : public Module {
-   public:
-    explicit GradModeSpy(std::shared_ptr<std::vector<int>> seen) : seen_(std::move(seen)) {}
-    Tensor forward(const Tensor& input) override {
-      (*seen_)[static_cast<size_t>(input.to_vector<float>()[0])] = grad_mode_enabled() ? 1 : 0;
-      return input;
-    }
-    std::shared_ptr<Module> clone_structure() const override { return std::make_shared<GradModeSpy>(seen_); }
-
-   private:
-    std::shared_ptr<std::vector<int>> seen_;
-  };
-  auto seen = std::make_shared<std::vector<int>>(2, -1);
-  DataParallel parallel(std::make_shared<GradModeSpy>(seen), cpus(2));
-  const Tensor rows = from_vector({0, 1}, {2, 1});  // row i goes to replica i, which writes seen[i]
-  parallel(rows);
-  EXPECT_EQ(*seen, (std::vector<int>{1, 1}));
-  {
-    NoGradGuard no_grad;
-    parallel(rows);
-    EXPECT_EQ(*seen, (std::vector<int>{0, 0}));
-  }
-  EXPECT_TRUE(grad_mode_enabled());  // the caller's own mode is back
-}
+TEST(DataParallel, GradModeReachesTheReplicas) { expect_grad_mode_reaches_two_replicas(cpus(2)); }
 
 TEST(DataParallel, DropoutMasksFollowTheSeed) {
-  const auto masked = [] {
-    manual_seed(9);
-    DataParallel parallel(std::make_shared<Dropout>(0.5), cpus(3));
-    return parallel(ones({30, 8})).to_vector<float>();
-  };
-  const auto first = masked();
-  for (int run = 0; run < 5; ++run) EXPECT_EQ(masked(), first) << "run " << run;
+  const auto first = dropout_through_replicas(cpus(3));
+  for (int run = 0; run < 5; ++run) EXPECT_EQ(dropout_through_replicas(cpus(3)), first) << "run " << run;
   // The three replicas drew different masks.
   EXPECT_NE(std::vector<float>(first.begin(), first.begin() + 80), std::vector<float>(first.begin() + 80, first.begin() + 160));
 }

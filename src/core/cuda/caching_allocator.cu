@@ -9,7 +9,11 @@
 // Free lists are kept per stream: a block is only reused by work on the stream it was
 // allocated for, whose order makes the reuse safe. (A tensor used on a second stream must be
 // kept alive until that stream is done with it; PyTorch's record_stream solves the same
-// problem.)
+// problem.) The opposite case, a block allocated on a side stream and last read on the main
+// stream (chapter 3: a replica's activations, read by backward), is safe only because every
+// batch of work on a side stream starts by waiting for the main stream (parallel_apply), so
+// the block's next user there is queued after its last reader; a new user of side streams
+// must keep that rule.
 #include <cuda_runtime.h>
 
 #include <array>
