@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,6 +62,26 @@ inline void expect_grad_mode_reaches_two_replicas(const std::vector<Device>& dev
     EXPECT_EQ(*seen, (std::vector<int>{0, 0}));
   }
   EXPECT_TRUE(grad_mode_enabled());  // the caller's own mode is back
+}
+
+/// Expects a BatchNorm2d(3) wrapped in DataParallel over two `devices` to keep the running
+/// statistics of replica 0's chunk (the first 4 of 8 rows) only, counting one batch, as
+/// PyTorch's DataParallel does.
+inline void expect_only_replica_zero_updates_batch_norm(const std::vector<Device>& devices) {
+  auto norm = std::make_shared<BatchNorm2d>(3);
+  norm->to(devices[0]);
+  DataParallel parallel(norm, devices);
+  manual_seed(12);
+  const Tensor x = randn({8, 3, 4, 4});
+  parallel(x);
+  BatchNorm2d reference(3);
+  reference(x.slice(0, 0, 4));
+  for (const auto& [name, expected, actual] : {std::tuple{"running_mean", reference.running_mean, norm->running_mean},
+                                               std::tuple{"running_var", reference.running_var, norm->running_var}}) {
+    const auto e = expected.to_vector<double>(), a = actual.to(Device::cpu()).to_vector<double>();
+    for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(a[i], e[i], 1e-6 * (1 + std::abs(e[i]))) << name << " element " << i;
+  }
+  EXPECT_EQ(norm->num_batches_tracked.item(), 1.0);
 }
 
 /// Ones (30, 8) through Dropout(0.5) on replicas on `devices` (10 rows each on three devices),

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep.h"
@@ -39,6 +40,19 @@ inline void expect_close(const Tensor& expected, const Tensor& actual, double rt
                     << " on the CPU (tolerance " << tolerance << ")";
       return;
     }
+  }
+}
+
+/// Expects every named tensor of `actual` (a model's parameters or buffers on cuda:0) to match
+/// the same-named one of `expected` (on the CPU) to 1e-9 relative: for f64 runs, where the
+/// devices differ only by the order of their additions. `what` prefixes every failure.
+inline void expect_same_named_tensors(const std::vector<std::pair<std::string, Tensor>>& expected,
+                                      const std::vector<std::pair<std::string, Tensor>>& actual, const std::string& what) {
+  ASSERT_EQ(expected.size(), actual.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_EQ(expected[i].first, actual[i].first) << what;
+    EXPECT_TRUE(actual[i].second.device() == gpu()) << what << ": " << actual[i].first << " left the GPU";
+    expect_close(expected[i].second, actual[i].second, 1e-9, 1e-12, what + ": " + expected[i].first);
   }
 }
 

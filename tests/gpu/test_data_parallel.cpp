@@ -38,16 +38,6 @@ std::shared_ptr<Module> f64_model(const std::string& name, Device device) {
   return model;
 }
 
-// Every named tensor of `actual` (on the GPU) matches the same-named one of `expected`.
-void expect_same_tensors(const std::vector<std::pair<std::string, Tensor>>& expected,
-                         const std::vector<std::pair<std::string, Tensor>>& actual, const std::string& what) {
-  ASSERT_EQ(expected.size(), actual.size()) << what;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(expected[i].first, actual[i].first) << what;
-    expect_close(expected[i].second, actual[i].second, 1e-9, 1e-12, what + ": " + expected[i].first);
-  }
-}
-
 }  // namespace
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
@@ -93,9 +83,9 @@ TEST(DataParallelCuda, ResNetTrainsLikeDataParallelOnCpuReplicas) {
       gpu_sgd.step();
       EXPECT_NEAR(gpu_loss.item(), cpu_loss.item(), 1e-10 * std::abs(cpu_loss.item())) << "step " << step << ", " << where;
     }
-    expect_same_tensors(reference->named_parameters(), model->named_parameters(), "parameters, " + where);
+    expect_same_named_tensors(reference->named_parameters(), model->named_parameters(), "parameters, " + where);
     // BatchNorm's statistics come from replica 0's chunk on both devices.
-    expect_same_tensors(reference->named_buffers(), model->named_buffers(), "buffers, " + where);
+    expect_same_named_tensors(reference->named_buffers(), model->named_buffers(), "buffers, " + where);
     // Evaluation through the wrapper: running statistics, no graph.
     cpu_parallel.eval();
     gpu_parallel.eval();
@@ -106,16 +96,7 @@ TEST(DataParallelCuda, ResNetTrainsLikeDataParallelOnCpuReplicas) {
 }
 
 TEST(DataParallelCuda, OnlyReplicaZeroUpdatesBatchNormStatistics) {
-  auto norm = std::make_shared<BatchNorm2d>(3);
-  norm->to(gpu());
-  DataParallel parallel(norm, on_gpu(2));
-  const Tensor x = random_cpu({8, 3, 4, 4}, 12);
-  parallel(x.to(gpu()));
-  BatchNorm2d reference(3);
-  reference(x.slice(0, 0, 4));
-  expect_close(reference.running_mean, norm->running_mean, 1e-5, 1e-6, "running_mean");
-  expect_close(reference.running_var, norm->running_var, 1e-5, 1e-6, "running_var");
-  EXPECT_EQ(norm->num_batches_tracked.item(), 1.0);
+  expect_only_replica_zero_updates_batch_norm(on_gpu(2));
 }
 
 TEST(DataParallelCuda, GradModeReachesTheReplicas) { expect_grad_mode_reaches_two_replicas(on_gpu(2)); }
