@@ -84,12 +84,21 @@ inline void expect_only_replica_zero_updates_batch_norm(const std::vector<Device
   EXPECT_EQ(norm->num_batches_tracked.item(), 1.0);
 }
 
-/// Ones (30, 8) through Dropout(0.5) on replicas on `devices` (10 rows each on three devices),
-/// after manual_seed(9); the result on the CPU.
+/// Ones (30, 8) through Dropout(0.5) on replicas on `devices`, after manual_seed(9); the result
+/// on the CPU.
 inline std::vector<float> dropout_through_replicas(const std::vector<Device>& devices) {
   manual_seed(9);
   DataParallel parallel(std::make_shared<Dropout>(0.5), devices);
   return parallel(ones({30, 8})).to(Device::cpu()).to_vector<float>();
+}
+
+/// Expects dropout on three replicas on `devices` (10 rows each) to draw the same masks on every
+/// run from the same seed (each replica has its own generator, seeded in order from the default
+/// one), and different masks on different replicas.
+inline void expect_dropout_masks_follow_the_seed(const std::vector<Device>& devices) {
+  const auto first = dropout_through_replicas(devices);
+  for (int run = 0; run < 3; ++run) EXPECT_EQ(dropout_through_replicas(devices), first) << "run " << run;
+  EXPECT_NE(std::vector<float>(first.begin(), first.begin() + 80), std::vector<float>(first.begin() + 80, first.begin() + 160));
 }
 
 }  // namespace lockstep::test
