@@ -53,7 +53,11 @@ step gpu_info nvidia-smi
 step configure cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}"
 step build cmake --build "$BUILD" -j "$JOBS"
 step gpu_tests "$BUILD/tests/gpu_tests"
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests"
+# compute-sanitizer over the whole binary, in two steps that can go to separate runs: the
+# training tests launch tens of thousands of kernels, each slowed down by the instrumentation.
+LONG_TESTS="TrainingGpu.*:DataParallelCuda.ResNet*"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests" --gtest_filter="-$LONG_TESTS"
+step memcheck_training compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests" --gtest_filter="$LONG_TESTS"
 step unit_tests "$BUILD/tests/unit_tests"
 step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
