@@ -75,10 +75,14 @@ seeds_on_both_devices() {
       [ "${PIPESTATUS[0]}" = 0 ] || return 1
     done
   done
+  # The difference of two means is itself noisy: its standard error, from each device's
+  # spread over the seeds, says how far apart the means may land by chance alone.
   awk '{ for (i = 1; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
-         d = v["device"] == "cpu" ? "cpu" : "cuda"; sum[d] += v["test_acc"]; n[d]++ }
-       END { printf "mean test_acc over %d seeds: cuda %.4f, cpu %.4f, cuda - cpu %+.2f points\n",
-                    n["cuda"], sum["cuda"] / n["cuda"], sum["cpu"] / n["cpu"], 100 * (sum["cuda"] / n["cuda"] - sum["cpu"] / n["cpu"]) }' \
+         d = v["device"] == "cpu" ? "cpu" : "cuda"; sum[d] += v["test_acc"]; squares[d] += v["test_acc"] ^ 2; n[d]++ }
+       END { for (d in n) { mean[d] = sum[d] / n[d]; variance[d] = (squares[d] - n[d] * mean[d] ^ 2) / (n[d] - 1) }
+             printf "mean test_acc over %d seeds: cuda %.4f (sd %.4f), cpu %.4f (sd %.4f), cuda - cpu %+.2f points (standard error %.2f)\n",
+                    n["cuda"], mean["cuda"], sqrt(variance["cuda"]), mean["cpu"], sqrt(variance["cpu"]),
+                    100 * (mean["cuda"] - mean["cpu"]), 100 * sqrt(variance["cuda"] / n["cuda"] + variance["cpu"] / n["cpu"]) }' \
     "$results" | tee -a "$SUMMARY"
 }
 step chapter2_seeds seeds_on_both_devices
