@@ -26,9 +26,9 @@ LOCKSTEP_CUDA_FN(void set_current_stream(Device device, StreamHandle stream))
 /// the whole run: DataParallel's replicas that share one GPU queue their work on one each, so
 /// that the GPU may overlap them.
 LOCKSTEP_CUDA_FN(StreamHandle side_stream(Device device, int index))
-/// Orders two streams of `device` without blocking the CPU: work queued on `waiting` from now on
-/// starts only after everything queued on `done` so far has finished (an event recorded on
-/// `done`, waited for by `waiting`).
+/// Orders two streams without blocking the CPU: work queued on `waiting` from now on starts only
+/// after everything queued on `done`, a stream of `device`, so far has finished (an event
+/// recorded on `done`, waited for by `waiting`, which may be a stream of another GPU).
 LOCKSTEP_CUDA_FN(void stream_wait(Device device, StreamHandle waiting, StreamHandle done))
 /// Blocks the calling CPU thread until all work queued on `device`'s current stream is done,
 /// and reports any error a kernel raised meanwhile.

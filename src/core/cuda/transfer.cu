@@ -14,23 +14,6 @@
 
 namespace lockstep::cuda {
 
-namespace {
-
-// Work queued on `waiting` from now on starts only after everything queued so far on `done`,
-// a stream of `done_device`, has finished. The event belongs to the device it is recorded on.
-void wait_across_devices(cudaStream_t done, Device done_device, cudaStream_t waiting) {
-  cudaEvent_t finished;
-  {
-    DeviceGuard guard(done_device);
-    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
-    LOCKSTEP_CUDA_CHECK(cudaEventRecord(finished, done));
-  }
-  LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(waiting, finished, 0));
-  LOCKSTEP_CUDA_CHECK(cudaEventDestroy(finished));
-}
-
-}  // namespace
-
 void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blocking) {
   LOCKSTEP_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
                  "copy_between_devices: expected two contiguous tensors of one dtype and size, got ",
@@ -44,12 +27,12 @@ void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blockin
   const cudaStream_t stream = stream_for(gpu);
   const bool between_gpus = src.device().is_cuda() && dst.device().is_cuda() && src.device() != dst.device();
   // Between two GPUs the destination's stream must also wait for the source's pending work.
-  if (between_gpus) wait_across_devices(stream_for(src.device()), src.device(), stream);
+  if (between_gpus) stream_wait(src.device(), stream, stream_for(src.device()));
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), nbytes, cudaMemcpyDefault, stream));
   // ...and the source's stream must wait for the copy: the source's memory belongs to that
   // stream, and once the caller drops it (a temporary made contiguous for the copy, say) the
   // allocator hands it to the next kernel queued there, which must not overwrite it mid-copy.
-  if (between_gpus) wait_across_devices(stream, gpu, stream_for(src.device()));
+  if (between_gpus) stream_wait(gpu, stream_for(src.device()), stream);
   // A pinned buffer may be freed while the copy is still queued: tell its allocator to wait.
   if (src.is_pinned()) record_pinned_use(src.storage()->data(), stream);
   if (dst.is_pinned()) record_pinned_use(dst.storage()->data(), stream);
