@@ -23,6 +23,16 @@ TEST(CachingAllocator, ReusesAFreedBlockOfTheSameSize) {
   EXPECT_EQ(after.cache_hits, before.cache_hits + 2);
 }
 
+TEST(CachingAllocator, RefusesToFreeAPointerItDidNotHandOut) {
+  int not_from_the_allocator = 0;
+  try {
+    cuda::caching_allocator(gpu().index()).deallocate(&not_from_the_allocator, sizeof not_from_the_allocator);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was asked to free a pointer it did not hand out"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CachingAllocator, CountsAllocatedReservedAndPeakBytes) {
   const Device device = gpu();
   cuda::reset_peak_memory_stats(device);
