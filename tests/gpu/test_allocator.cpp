@@ -2,6 +2,7 @@
 // statistics say so.
 #include <gtest/gtest.h>
 
+#include "../unit/test_util.h"
 #include "gpu_test_util.h"
 
 namespace lockstep::test {
@@ -25,12 +26,8 @@ TEST(CachingAllocator, ReusesAFreedBlockOfTheSameSize) {
 
 TEST(CachingAllocator, RefusesToFreeAPointerItDidNotHandOut) {
   int not_from_the_allocator = 0;
-  try {
-    cuda::caching_allocator(gpu().index()).deallocate(&not_from_the_allocator, sizeof not_from_the_allocator);
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("was asked to free a pointer it did not hand out"), std::string::npos) << e.what();
-  }
+  expect_error([&] { cuda::caching_allocator(gpu().index()).deallocate(&not_from_the_allocator, sizeof not_from_the_allocator); },
+               "was asked to free a pointer it did not hand out");
 }
 
 TEST(CachingAllocator, CountsAllocatedReservedAndPeakBytes) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
 
@@ -174,16 +175,8 @@ TEST(GpuElementwise, OverAMillionElements) {
 TEST(GpuElementwise, UnsupportedDTypeGivesTheCpuError) {
   // Arithmetic on f16 is refused with the same sentence on both devices.
   const Tensor h = ones({3}).to(DType::f16);
-  auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  const std::string on_cpu = message([&] { add(h, h); });
+  const std::string on_cpu = error_message([&] { add(h, h); });
   EXPECT_NE(on_cpu, "no error");
-  EXPECT_EQ(message([&] { add(h.to(gpu()), h.to(gpu())); }), on_cpu);
-  EXPECT_EQ(message([&] { exp(h.to(gpu())); }), message([&] { exp(h); }));
+  EXPECT_EQ(error_message([&] { add(h.to(gpu()), h.to(gpu())); }), on_cpu);
+  EXPECT_EQ(error_message([&] { exp(h.to(gpu())); }), error_message([&] { exp(h); }));
 }
