@@ -23,15 +23,16 @@ struct Placement {
   cuda::StreamHandle stream = nullptr;
 };
 
-// CPU replicas split the caller's threads; on a GPU the first replica of each device uses the
-// caller's stream, and each further one a side stream that first waits for the caller's work.
+// CPU replicas split the caller's threads; a GPU replica only queues work, on one CPU thread.
+// On a GPU the first replica of each device uses the caller's stream, and each further one a
+// side stream that first waits for the caller's work.
 std::vector<Placement> place(const std::vector<Device>& devices) {
   const auto cpu_replicas = std::count_if(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); });
   const int threads = std::max(1, get_num_threads() / std::max<int>(1, static_cast<int>(cpu_replicas)));
   std::map<int, int> seen_on_gpu;  // GPU index -> replicas placed on it so far
   std::vector<Placement> placements;
   for (const Device device : devices) {
-    Placement p{device, threads, nullptr};
+    Placement p{device, device.is_cpu() ? threads : 1, nullptr};
     if (device.is_cuda()) {
       const int earlier = seen_on_gpu[device.index()]++;
       const cuda::StreamHandle caller = cuda::current_stream(device);
@@ -65,9 +66,9 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
 
   //! [worker]
   // One replica's forward pass, in its own thread: the thread takes the caller's grad mode (a
-  // per-thread setting), its own random generator, its share of the CPU threads or its GPU
-  // stream, and keeps any error for the caller, because an exception cannot cross from one
-  // thread to another by itself.
+  // per-thread setting), its own random generator, its share of the CPU threads (one, for a
+  // GPU replica) and on a GPU its stream, and keeps any error for the caller, because an
+  // exception cannot cross from one thread to another by itself.
   const auto worker = [&](size_t i) {
     const Placement& p = placements[i];
     try {
@@ -81,7 +82,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
       Generator generator(seeds[i]);
       const ThreadGeneratorGuard own_generator(generator);
       set_grad_mode(grad_mode);
-      if (p.device.is_cpu()) set_num_threads(p.cpu_threads);
+      set_num_threads(p.cpu_threads);
       if (p.device.is_cuda()) cuda::set_current_stream(p.device, p.stream);
       try {
         outputs[i] = (*replicas[i])(inputs[i]);

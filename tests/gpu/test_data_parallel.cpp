@@ -24,6 +24,18 @@ namespace {
 std::vector<Device> on_gpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), gpu()); }
 std::vector<Device> on_cpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), Device::cpu()); }
 
+// The current stream on the GPU of each thread of an OpenMP team of `threads` threads.
+std::vector<cuda::StreamHandle> streams_of_a_team_of(int threads) {
+  std::vector<cuda::StreamHandle> streams;
+#pragma omp parallel num_threads(threads)
+  {
+    const cuda::StreamHandle stream = cuda::current_stream(gpu());
+#pragma omp critical
+    streams.push_back(stream);
+  }
+  return streams;
+}
+
 Tensor class_labels(int64_t n, int step = 0) {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1 + step * 7) % 10);
@@ -108,8 +120,12 @@ TEST(DataParallelCuda, AnErrorInAReplicaReachesTheCaller) {
   auto model = std::make_shared<PicksyLinear>();
   model->to(gpu());
   DataParallel parallel(model, on_gpu(4));
+  const cuda::StreamHandle caller_stream = cuda::current_stream(gpu());
   expect_error([&] { parallel(ones({13, 2})); }, "replica 3 on cuda:0 failed: PicksyLinear: expected more than one row");
-  // Every replica thread put its stream back: the wrapper still works, and agrees with the CPU.
+  // Every thread the replicas ran on put its stream back, the failing one too: OpenMP runs the
+  // next region of four threads on the same threads, and each finds Lockstep's own stream.
+  for (const cuda::StreamHandle stream : streams_of_a_team_of(4)) EXPECT_EQ(stream, caller_stream);
+  // The wrapper still works after the error, and agrees with the CPU.
   const Tensor x = random_cpu({12, 2}, 13);
   const Tensor out = parallel(x);
   model->to(Device::cpu());
