@@ -17,10 +17,13 @@ namespace lockstep::cuda {
 /// A CUDA stream (a cudaStream_t inside `.cu` files), opaque to code that does not include CUDA.
 using StreamHandle = void*;
 
-/// The stream Lockstep's kernels on `device` are queued on (created on first use).
+/// The stream the calling thread queues Lockstep's work on `device` on: the one it made current
+/// with set_current_stream, else Lockstep's own stream of the device (created on first use).
 LOCKSTEP_CUDA_FN(StreamHandle current_stream(Device device))
 /// Makes `stream` the current stream of `device` for the calling thread only (nullptr restores
-/// Lockstep's own stream); other threads keep theirs.
+/// Lockstep's own stream); other threads keep theirs. The caching allocator and cuBLAS keep
+/// memory and a handle per stream for the rest of the run, so a stream made current must never
+/// be destroyed.
 LOCKSTEP_CUDA_FN(void set_current_stream(Device device, StreamHandle stream))
 /// A further stream of `device`, number `index` (0, 1, ...), created on first use and kept for
 /// the whole run: DataParallel's replicas that share one GPU queue their work on one each, so

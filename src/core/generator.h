@@ -50,10 +50,10 @@ class ThreadGeneratorGuard {
   Generator* previous_;
 };
 
-/// Locks the process-wide generator while the returned lock lives when `generator` is null or
-/// is that generator itself and the calling thread has no generator of its own: the
-/// process-wide one is shared between threads. Any other generator belongs to its caller and
-/// is not locked.
+/// Locks the process-wide generator, which threads share, while the returned lock lives: when
+/// `generator` is that generator itself, or when it is null and the calling thread has no
+/// generator of its own (then the default generator is the process-wide one). Any other
+/// generator belongs to its caller and is not locked.
 std::unique_lock<std::mutex> lock_default_generator(const Generator* generator);
 
 /// Seeds the process-wide generator (torch.manual_seed).

@@ -1,9 +1,10 @@
-// One stream per CUDA device, and the calling thread's choice of current stream.
+// One stream per CUDA device, the calling thread's choice of current stream, side streams, and
+// ordering one stream after another.
 //
-// Lockstep queues all of a device's work on a stream it creates itself (non-blocking, so it
-// never waits on the legacy default stream that other libraries may use). A thread may make
-// another stream current for a while (set_current_stream): DataParallel's replicas sharing a
-// GPU do, and chapter 4's communication stream will.
+// Lockstep queues a device's work on a stream it creates itself (non-blocking, so it never
+// waits on the legacy default stream that other libraries may use). A thread may make another
+// stream current for a while (set_current_stream): DataParallel's replicas sharing a GPU make
+// their side streams current, and events order them against the main one.
 #include <cuda_runtime.h>
 
 #include <array>

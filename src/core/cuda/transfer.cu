@@ -29,9 +29,11 @@ void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blockin
   // Between two GPUs the destination's stream must also wait for the source's pending work.
   if (between_gpus) stream_wait(src.device(), stream, stream_for(src.device()));
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), nbytes, cudaMemcpyDefault, stream));
-  // ...and the source's stream must wait for the copy: the source's memory belongs to that
-  // stream, and once the caller drops it (a temporary made contiguous for the copy, say) the
-  // allocator hands it to the next kernel queued there, which must not overwrite it mid-copy.
+  // ...and the source's stream must wait for the copy: memory allocated there goes back to that
+  // stream's free list once the caller drops it (a temporary made contiguous for the copy,
+  // say), and the next kernel queued there must not overwrite it mid-copy. (A DataParallel
+  // replica's output comes from a side stream of the source GPU; it is safe because
+  // parallel_apply makes that stream and the main one wait for each other.)
   if (between_gpus) stream_wait(gpu, stream_for(src.device()), stream);
   // A pinned buffer may be freed while the copy is still queued: tell its allocator to wait.
   if (src.is_pinned()) record_pinned_use(src.storage()->data(), stream);
