@@ -122,8 +122,9 @@ TEST(DataParallelCuda, AnErrorInAReplicaReachesTheCaller) {
   DataParallel parallel(model, on_gpu(4));
   const cuda::StreamHandle caller_stream = cuda::current_stream(gpu());
   expect_error([&] { parallel(ones({13, 2})); }, "replica 3 on cuda:0 failed: PicksyLinear: expected more than one row");
-  // Every thread the replicas ran on put its stream back, the failing one too: OpenMP runs the
-  // next region of four threads on the same threads, and each finds Lockstep's own stream.
+  // Every thread the replicas ran on put its stream back, the failing one too: GCC's OpenMP
+  // runs the next region of four threads on the same threads, and each finds Lockstep's own
+  // stream (with fresh threads the check could only pass, never fail wrongly).
   for (const cuda::StreamHandle stream : streams_of_a_team_of(4)) EXPECT_EQ(stream, caller_stream);
   // The wrapper still works after the error, and agrees with the CPU.
   const Tensor x = random_cpu({12, 2}, 13);
