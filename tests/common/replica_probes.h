@@ -15,6 +15,9 @@
 
 namespace lockstep::test {
 
+/// `n` replicas, all on the CPU.
+inline std::vector<Device> cpus(int n) { return std::vector<Device>(static_cast<size_t>(n), Device::cpu()); }
+
 /// Notes the grad mode of the thread that runs its forward pass: a replica whose input's first
 /// element is i writes slot i of the shared vector (1: grad mode on, 0: off).
 class GradModeSpy : public Module {

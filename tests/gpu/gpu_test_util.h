@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,23 @@ namespace lockstep::test {
 
 /// The GPU every test runs on.
 inline Device gpu() { return Device::cuda(0); }
+
+/// Labels 0..9 for `n` rows, on the CPU, different for each `step`, so that every step of a
+/// training test has a different gradient.
+inline Tensor class_labels(int64_t n, int step = 0) {
+  std::vector<int64_t> values;
+  for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1 + step * 7) % 10);
+  return from_vector_i64(values, {n});
+}
+
+/// Model `name` (make_model) with the weights `seed` gives, in f64, on `device`.
+inline std::shared_ptr<Module> f64_model(const std::string& name, Device device, uint64_t seed) {
+  manual_seed(seed);
+  auto model = make_model(name);
+  model->to(DType::f64);
+  model->to(device);
+  return model;
+}
 
 /// Random values in [-1, 1) of `dtype` (never all zero), on the CPU.
 inline Tensor random_cpu(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {

@@ -22,7 +22,6 @@ using namespace lockstep::test;
 namespace {
 
 std::vector<Device> on_gpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), gpu()); }
-std::vector<Device> on_cpu(int replicas) { return std::vector<Device>(static_cast<size_t>(replicas), Device::cpu()); }
 
 // The current stream on the GPU of each thread of an OpenMP team of `threads` threads.
 std::vector<cuda::StreamHandle> streams_of_a_team_of(int threads) {
@@ -36,26 +35,11 @@ std::vector<cuda::StreamHandle> streams_of_a_team_of(int threads) {
   return streams;
 }
 
-Tensor class_labels(int64_t n, int step = 0) {
-  std::vector<int64_t> values;
-  for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1 + step * 7) % 10);
-  return from_vector_i64(values, {n});
-}
-
-// `name` from seed 7's weights, in f64, on `device`.
-std::shared_ptr<Module> f64_model(const std::string& name, Device device) {
-  manual_seed(7);
-  auto model = make_model(name);
-  model->to(DType::f64);
-  model->to(device);
-  return model;
-}
-
 }  // namespace
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
   for (const int replicas : {2, 3}) {
-    const auto reference = f64_model("cnn", Device::cpu()), model = f64_model("cnn", gpu());
+    const auto reference = f64_model("cnn", Device::cpu(), 7), model = f64_model("cnn", gpu(), 7);
     DataParallel parallel(model, on_gpu(replicas));
     const Tensor x = random_cpu({13, 1, 28, 28}, 11, DType::f64), y = class_labels(13);  // 13 rows: uneven chunks
 
@@ -78,8 +62,8 @@ TEST(DataParallelCuda, ResNetTrainsLikeDataParallelOnCpuReplicas) {
   // caller's stream during backward) is handed out again by the next; batches large enough that
   // the replicas' kernels are still running when the caller's stream is given more work.
   for (const int replicas : {2, 3}) {
-    const auto reference = f64_model("resnet", Device::cpu()), model = f64_model("resnet", gpu());
-    DataParallel cpu_parallel(reference, on_cpu(replicas)), gpu_parallel(model, on_gpu(replicas));
+    const auto reference = f64_model("resnet", Device::cpu(), 7), model = f64_model("resnet", gpu(), 7);
+    DataParallel cpu_parallel(reference, cpus(replicas)), gpu_parallel(model, on_gpu(replicas));
     SGD cpu_sgd(cpu_parallel.parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
     SGD gpu_sgd(gpu_parallel.parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
     const std::string where = std::to_string(replicas) + " replicas";

@@ -26,13 +26,6 @@ using namespace lockstep::test;
 
 namespace {
 
-// Labels 0..9 that change with the step, so that every step's gradient is different.
-Tensor labels(int64_t n, int step) {
-  std::vector<int64_t> values;
-  for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + step * 7) % 10);
-  return from_vector_i64(values, {n});
-}
-
 // A model after training, and its loss at each step.
 struct Trajectory {
   std::shared_ptr<Module> model;
@@ -43,16 +36,13 @@ struct Trajectory {
 // batches: 32 Fashion-MNIST-shaped images (1, 28, 28) for mlp and cnn, 16 CIFAR-shaped ones
 // (3, 32, 32) for resnet.
 Trajectory train(const std::string& name, Device device, int steps) {
-  manual_seed(5);
   Trajectory t;
-  t.model = make_model(name);
-  t.model->to(DType::f64);
-  t.model->to(device);
+  t.model = f64_model(name, device, 5);
   SGD sgd(t.model->parameters(), SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
   const Shape input_shape = name == "resnet" ? Shape{16, 3, 32, 32} : Shape{32, 1, 28, 28};
   for (int step = 0; step < steps; ++step) {
     const Tensor x = random_cpu(input_shape, 100 + static_cast<uint64_t>(step), DType::f64).to(device);
-    const Tensor y = labels(input_shape[0], step).to(device);
+    const Tensor y = class_labels(input_shape[0], step).to(device);
     sgd.zero_grad();
     const Tensor loss = cross_entropy((*t.model)(x), y);
     loss.backward();

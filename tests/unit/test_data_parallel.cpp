@@ -17,8 +17,6 @@ using namespace lockstep::test;
 
 namespace {
 
-std::vector<Device> cpus(int n) { return std::vector<Device>(static_cast<size_t>(n), Device::cpu()); }
-
 std::vector<int64_t> rows_of(const std::vector<Tensor>& chunks) {
   std::vector<int64_t> rows;
   for (const Tensor& chunk : chunks) rows.push_back(chunk.size(0));
