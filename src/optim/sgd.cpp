@@ -12,7 +12,7 @@
 namespace lockstep {
 
 namespace {
-//! [sgd rule]
+//! [sgd loop]
 // SGD on the CPU: sgd_rule (optim/sgd_rule.h, shared with the CUDA kernel) for each of n
 // contiguous elements, on several threads for large parameters. Inlined, the rule's switches
 // become loop-invariant, and the compiler emits one vectorised loop per combination of them,
@@ -24,7 +24,7 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
   for (int64_t i = 0; i < n; ++i) sgd_rule(i, param, grad, buf, c);
 }
-//! [sgd rule]
+//! [sgd loop]
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
