@@ -45,7 +45,7 @@ deps:
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	else \
 	  echo "Missing Debian packages. Please run as root (with sudo, or after su -):"; \
-	  echo "  apt-get install -y$$missing"; \
+	  echo "  apt-get update && apt-get install -y$$missing"; \
 	  exit 1; \
 	fi
 
