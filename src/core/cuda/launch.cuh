@@ -26,6 +26,7 @@ class DeviceGuard {
     LOCKSTEP_CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ != device.index()) LOCKSTEP_CUDA_CHECK(cudaSetDevice(device.index()));
   }
+  // Unchecked: a destructor must not throw, and the device was current a moment ago.
   ~DeviceGuard() { cudaSetDevice(previous_); }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
