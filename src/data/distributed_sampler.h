@@ -9,7 +9,9 @@
 ///       for (int64_t i : sampler.indices()) { ... }
 ///     }
 ///
-/// The rules are PyTorch's, so that a job splits its data exactly as torch does:
+/// The rules are PyTorch's. Without shuffling a job splits its data exactly as torch does;
+/// with shuffling the permutation comes from Lockstep's generator, not torch's, so the shards
+/// differ from torch's for the same seed while following the same rules:
 ///
 ///     num_samples = ceil(N / R)   (floor(N / R) with drop_last)
 ///     total_size  = num_samples * R

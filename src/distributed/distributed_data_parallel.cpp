@@ -84,8 +84,10 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
     NoGradGuard no_grad;
     for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
   }
-  // Decided at forward time, as in PyTorch: a forward inside no_sync() gives a local backward.
-  reducer_->prepare_for_backward(require_sync_ && grad_mode_enabled());
+  // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
+  // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
+  // for evaluation) leave the reducer alone, so a backward they come between still averages.
+  if (require_sync_ && grad_mode_enabled()) reducer_->prepare_for_backward();
   return module_->forward(input);
 }
 

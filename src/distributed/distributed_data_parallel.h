@@ -65,8 +65,10 @@ class DistributedDataParallel : public Module {
                                    const DistributedDataParallelOptions& options = DistributedDataParallelOptions(),
                                    ProcessGroup& group = default_process_group());
 
-  /// Broadcasts the buffers (if asked to), then runs the wrapped module. The backward pass of
-  /// its result averages the gradients, unless this forward ran inside no_sync().
+  /// Broadcasts the buffers (if asked to), then runs the wrapped module. A forward that records
+  /// a graph outside no_sync() makes the next backward average the gradients. Other forwards
+  /// (inside no_sync(), under NoGradGuard) change nothing, and a backward that no such forward
+  /// prepared (one through `ddp.module()` alone, say) stays local, as in PyTorch.
   Tensor forward(const Tensor& input) override;
 
   /// The wrapped module (PyTorch's `ddp.module`).
@@ -75,9 +77,9 @@ class DistributedDataParallel : public Module {
   /// The buckets, in the order their all-reduces start in every backward.
   std::vector<BucketSummary> buckets() const { return reducer_->buckets(); }
 
-  /// While a guard from no_sync() lives, forwards mark their backward passes as local: the
+  /// While a guard from no_sync() lives, forwards leave their backward passes local: the
   /// gradients accumulate in param.grad() on each rank without communication. The first
-  /// backward after it averages the accumulated gradients. (Gradient accumulation over
+  /// backward of a forward run after it averages the accumulated gradients. (Gradient accumulation over
   /// micro-batches with one all-reduce per step.)
   class NoSyncGuard {
    public:

@@ -64,10 +64,9 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     const Tensor& first = params_[members.front()].second;
     bucket.flat = zeros({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
     bucket.members = std::move(members);
-    bucket.pending = bucket.members.size();
     buckets_.push_back(std::move(bucket));
   }
-  ready_.assign(params_.size(), false);
+  reset_marks();
 
   // 3. The hooks: backward calls them as each gradient is complete.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -79,16 +78,20 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second.remove_hook(hooks_[i]);
 }
 
-void Reducer::prepare_for_backward(bool sync) {
-  sync_ = sync;
+void Reducer::prepare_for_backward() {
+  sync_ = true;
   // A backward that failed half-way left its marks: start clean.
+  reset_marks();
+  finalize_queued_ = false;
+}
+
+void Reducer::reset_marks() {
   ready_.assign(params_.size(), false);
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.members.size();
     bucket.work.reset();
   }
   next_bucket_ = 0;
-  finalize_queued_ = false;
 }
 
 std::vector<BucketSummary> Reducer::buckets() const {
@@ -103,7 +106,8 @@ std::vector<BucketSummary> Reducer::buckets() const {
 }
 
 void Reducer::mark_ready(size_t index) {
-  // Inside no_sync() gradients just accumulate in param.grad(), as without DDP.
+  // Without a synchronised forward first (inside no_sync(), say) gradients just accumulate in
+  // param.grad(), as without DDP.
   if (!sync_) return;
   // The first gradient of this backward: make sure the end of backward waits for the rest.
   if (!finalize_queued_) {
@@ -131,6 +135,8 @@ void Reducer::launch_ready_buckets() {
 
 void Reducer::finalize_backward() {
   finalize_queued_ = false;
+  // This backward is the one the last synchronised forward prepared; the next needs another.
+  sync_ = false;
   // 1. Parameters that got no gradient were not used by this forward. Without
   //    find_unused_parameters their buckets would never be complete: say which they are.
   std::vector<size_t> unused;
@@ -179,7 +185,7 @@ void Reducer::finalize_backward() {
       }
     }
   }
-  prepare_for_backward(sync_);
+  reset_marks();
 }
 
 }  // namespace lockstep

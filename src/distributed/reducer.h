@@ -43,9 +43,11 @@ class Reducer {
   Reducer(const Reducer&) = delete;             ///< Owns hooks that point back at it.
   Reducer& operator=(const Reducer&) = delete;  ///< Owns hooks that point back at it.
 
-  /// Called by every forward: whether the coming backward averages gradients (`sync`) or only
-  /// accumulates them locally (inside no_sync()).
-  void prepare_for_backward(bool sync);
+  /// Called by a forward that records a graph outside no_sync(): the next backward averages
+  /// gradients. Until then, and again after that backward, gradients only accumulate locally,
+  /// as in PyTorch: a forward under NoGradGuard or inside no_sync() leaves this as it is, and a
+  /// backward that did not start from the wrapper's forward sends nothing.
+  void prepare_for_backward();
 
   /// The buckets, in the order their all-reduces are started.
   std::vector<BucketSummary> buckets() const;
@@ -58,6 +60,8 @@ class Reducer {
   void launch_ready_buckets();
   // Runs at the end of backward: unused parameters, waiting, copying back.
   void finalize_backward();
+  // Forgets which gradients arrived and which all-reduces started.
+  void reset_marks();
 
   std::vector<std::pair<std::string, Tensor>> params_;
   ProcessGroup& group_;
@@ -67,7 +71,7 @@ class Reducer {
   std::vector<uint64_t> hooks_;
   std::vector<bool> ready_;         // parameter has its gradient in this backward
   size_t next_bucket_ = 0;          // the next bucket whose all-reduce may start
-  bool sync_ = true;                // this backward averages
+  bool sync_ = false;               // the next backward averages (a synchronised forward ran)
   bool finalize_queued_ = false;    // finalize_backward is queued for this backward
 };
 

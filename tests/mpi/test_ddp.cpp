@@ -1,6 +1,7 @@
 // DistributedDataParallel under mpirun: the promises a user doubts, each checked on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -89,8 +90,7 @@ class MatchesOneProcess : public testing::TestWithParam<std::string> {};
 
 // N ranks with batch B each take the same steps as one process with batch N*B (BN-free models;
 // in f64 so that only the order of additions differs).
-TEST_P(MatchesOneProcess, OnEveryParameterAfterSeveralSteps) {
-  const std::string name = GetParam();
+void expect_steps_match_one_process(const std::string& name, const DistributedDataParallelOptions& options) {
   const int rank = group().rank(), world = group().size();
   const int64_t batch = 4;
   manual_seed(7);
@@ -99,7 +99,7 @@ TEST_P(MatchesOneProcess, OnEveryParameterAfterSeveralSteps) {
   manual_seed(7);
   std::shared_ptr<Module> model = make_model(name);
   model->to(DType::f64);
-  auto ddp = std::make_shared<DistributedDataParallel>(model);
+  auto ddp = std::make_shared<DistributedDataParallel>(model, options);
   SGD ref_opt(reference->parameters(), SGDOptions(0.1).momentum(0.9));
   SGD opt(ddp->parameters(), SGDOptions(0.1).momentum(0.9));
   for (int step = 0; step < 3; ++step) {
@@ -117,7 +117,19 @@ TEST_P(MatchesOneProcess, OnEveryParameterAfterSeveralSteps) {
   for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].second, expected[i].second, 1e-5, got[i].first);
 }
 
+TEST_P(MatchesOneProcess, OnEveryParameterAfterSeveralSteps) {
+  expect_steps_match_one_process(GetParam(), DistributedDataParallelOptions());
+}
+
 INSTANTIATE_TEST_SUITE_P(BnFreeModels, MatchesOneProcess, testing::Values("mlp", "cnn"));
+
+// With small caps the CNN's gradients travel in four buckets, each all-reduced as soon as it
+// and every bucket before it are complete: the steps must not change.
+TEST(ManyBuckets, StepsMatchOneProcessAsWithOneBucket) {
+  const auto small_caps = DistributedDataParallelOptions().first_bucket_cap_mb(0.001).bucket_cap_mb(0.004);
+  ASSERT_EQ(DistributedDataParallel(make_model("cnn"), small_caps).buckets().size(), 4u);
+  expect_steps_match_one_process("cnn", small_caps);
+}
 
 // ---- no_sync ---------------------------------------------------------------------------------
 
@@ -160,6 +172,53 @@ TEST(NoSync, AccumulationEqualsOneSynchronisedStepOnTheUnion) {
   const auto a = accumulated->module().named_parameters();
   const auto b = at_once->module().named_parameters();
   for (size_t i = 0; i < a.size(); ++i) expect_close(a[i].second.grad(), b[i].second.grad(), 1e-9, a[i].first);
+}
+
+// Whether a backward averages is decided by the last forward that recorded a graph outside
+// no_sync(), as in PyTorch: a forward for evaluation (under NoGradGuard) or inside no_sync()
+// between that forward and its backward must not turn the averaging off.
+TEST(NoSync, OtherForwardsBeforeTheBackwardLeaveItAveraged) {
+  const int rank = group().rank();
+  for (const bool inside_no_sync : {false, true}) {
+    manual_seed(12);
+    std::shared_ptr<Module> model = make_model("mlp");
+    model->to(DType::f64);
+    DistributedDataParallel ddp(model);
+    const Batch mine = make_batch("mlp", 4, 400 + rank, DType::f64);
+    const Tensor loss = cross_entropy(ddp(mine.x), mine.y);
+    if (inside_no_sync) {
+      auto guard = ddp.no_sync();
+      ddp(mine.x);
+    } else {
+      NoGradGuard no_grad;
+      ddp(mine.x);
+    }
+    loss.backward();
+    const auto copies = gather_from_all(model->parameters().front().grad());
+    for (size_t r = 1; r < copies.size(); ++r) {
+      EXPECT_EQ(copies[r], copies[0]) << "rank " << r << ", forward "
+                                      << (inside_no_sync ? "inside no_sync()" : "under NoGradGuard");
+    }
+  }
+}
+
+// A backward that no synchronised forward of the wrapper prepared (here: through the wrapped
+// module directly) stays local; the wrapper's next forward and backward average again.
+TEST(NoSync, ABackwardThroughTheWrappedModuleAloneStaysLocal) {
+  const int rank = group().rank();
+  manual_seed(13);
+  std::shared_ptr<Module> model = make_model("mlp");
+  model->to(DType::f64);
+  DistributedDataParallel ddp(model);
+  const Batch mine = make_batch("mlp", 4, 500 + rank, DType::f64);
+  const Tensor weight = model->parameters().front();
+  cross_entropy(ddp.module()(mine.x), mine.y).backward();
+  const auto local = gather_from_all(weight.grad());
+  EXPECT_NE(local[0], local[1]) << "a backward outside the wrapper averaged the gradients";
+  model->zero_grad();
+  cross_entropy(ddp(mine.x), mine.y).backward();
+  const auto averaged = gather_from_all(weight.grad());
+  for (size_t r = 1; r < averaged.size(); ++r) EXPECT_EQ(averaged[r], averaged[0]) << "rank " << r;
 }
 
 // ---- unused parameters -------------------------------------------------------------------------
@@ -251,6 +310,54 @@ TEST(Construction, BucketsFollowReverseRegistrationOrderAndCaps) {
   EXPECT_EQ(order, reversed);
   EXPECT_GE(buckets[0].bytes, first_cap * 1024 * 1024);
   for (size_t i = 1; i + 1 < buckets.size(); ++i) EXPECT_GE(buckets[i].bytes, cap * 1024 * 1024) << "bucket " << i;
+}
+
+// The constructor sends rank 0's buffers as well as its parameters.
+TEST(Construction, RankZerosBuffersReachEveryRank) {
+  const int rank = group().rank();
+  manual_seed(14);
+  std::shared_ptr<Module> model = make_model("resnet");
+  for (const auto& [name, buffer] : model->named_buffers()) buffer.fill_(rank + 1);
+  ASSERT_FALSE(check_in_sync(*model, group()).in_sync);
+  DistributedDataParallel ddp(model);
+  const InSyncReport report = check_in_sync(ddp.module(), group());
+  EXPECT_TRUE(report.in_sync) << report.difference;
+}
+
+// After construction parameters are never sent again; buffers are, at every forward, unless
+// broadcast_buffers(false).
+TEST(Construction, ParametersAreNeverSentAgainBuffersOnlyWhenAsked) {
+  const int rank = group().rank();
+  for (const bool broadcast : {true, false}) {
+    manual_seed(15);
+    std::shared_ptr<Module> model = make_model("resnet");
+    DistributedDataParallel ddp(model, DistributedDataParallelOptions().broadcast_buffers(broadcast));
+    const Tensor weight = model->parameters().front();
+    const auto buffers = model->named_buffers();
+    const auto running_mean = std::find_if(buffers.begin(), buffers.end(), [](const auto& named) {
+      return named.first.find("running_mean") != std::string::npos;
+    });
+    ASSERT_NE(running_mean, buffers.end());
+    if (rank == 1) {
+      NoGradGuard no_grad;
+      weight.add_(ones({1}));
+      running_mean->second.add_(ones({1}));
+    }
+    // In eval mode BatchNorm reads its running statistics and leaves them as they are.
+    ddp.eval();
+    {
+      NoGradGuard no_grad;
+      ddp(make_batch("resnet", 2, 16).x);
+    }
+    const auto weights = gather_from_all(weight);
+    EXPECT_NE(weights[1], weights[0]) << "a parameter was sent again after construction";
+    const auto means = gather_from_all(running_mean->second);
+    if (broadcast) {
+      EXPECT_EQ(means[1], means[0]) << "the forward did not broadcast rank 0's buffers";
+    } else {
+      EXPECT_NE(means[1], means[0]) << "broadcast_buffers(false), yet the buffers were sent";
+    }
+  }
 }
 
 // ---- check_in_sync -----------------------------------------------------------------------------
