@@ -14,8 +14,7 @@ namespace lockstep {
 
 namespace {
 
-// One launcher's names for rank, world size, local rank and local world size (nullptr where the
-// launcher has no plain number for it: then it stays unknown until MPI tells).
+// One launcher's names for rank, world size, local rank and local world size.
 struct LauncherVariables {
   const char* launcher;
   const char* rank;
@@ -28,8 +27,8 @@ constexpr LauncherVariables kLaunchers[] = {
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
 std::optional<int> read_int(const std::function<const char*(const char*)>& getenv, const char* name) {
@@ -109,6 +108,16 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch = detect_launch();
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
   s.cpu_group = make_mpi_process_group();
+  // A launcher that is not MPI's (torchrun) starts processes that MPI sees as separate
+  // one-rank jobs: each would train alone on the whole dataset, without a word.
+  if (s.launch.world_size != s.cpu_group->size()) {
+    const std::string message = detail::concat(
+        "init_process_group: ", s.launch.launcher, " started a job of ", s.launch.world_size, " process(es), but MPI ",
+        "sees ", s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
+        s.launch.world_size, " (or srun with MPI support)");
+    s.cpu_group.reset();
+    throw Error(message);
+  }
   const auto [node_rank, node_size] = mpi::node_rank_and_size();
   s.launch.rank = s.cpu_group->rank();
   s.launch.world_size = s.cpu_group->size();

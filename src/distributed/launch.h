@@ -26,11 +26,15 @@ struct LaunchInfo {
   int local_world_size = 1;       ///< how many of the job's processes run on this machine
 };
 
-/// Reads the launcher's environment variables (SEMANTICS.md, "Launch variables"): Open MPI's
-/// OMPI_COMM_WORLD_*, MPICH/Hydra's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, Slurm's SLURM_PROCID/
-/// SLURM_NTASKS/SLURM_LOCALID, torchrun's RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, checked
-/// in that order. Without any, a world of one. `getenv` is a parameter so tests can pass their
-/// own environment; a malformed value is a clear error.
+/// Reads the launcher's environment variables: Open MPI's OMPI_COMM_WORLD_*, MPICH/Hydra's
+/// PMI_RANK/PMI_SIZE/MPI_LOCALRANKID/MPI_LOCALNRANKS, torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
+/// LOCAL_WORLD_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NTASKS_PER_NODE,
+/// checked in that order (torchrun before Slurm: a torchrun job inside a Slurm allocation
+/// inherits the allocation's variables too). A local rank or local world size the launcher
+/// does not give is taken to be the global one (Slurm sets SLURM_NTASKS_PER_NODE only when
+/// asked for a number of tasks per node); init_process_group replaces them with what MPI says.
+/// Without any launcher, a world of one. `getenv` is a parameter so tests can pass their own
+/// environment; a malformed value is a clear error.
 LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv = [](const char* name) {
   return std::getenv(name);
 });
@@ -49,7 +53,10 @@ Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
 /// Starts MPI, creates the default process group with `backend` ("mpi", or "nccl" on GPU
 /// `device`), and arranges for a rank that fails to end the whole job (see
 /// set_fatal_error_handler in util/program.h) rather than leave the other ranks waiting.
-/// Returns the group; it is also available through default_process_group().
+/// Returns the group; it is also available through default_process_group(). The process groups
+/// run over MPI, so the job must be started by an MPI launcher (mpirun, or srun with MPI
+/// support): when the launcher's world size differs from MPI's (torchrun starts processes but
+/// no MPI job), it is an error that says so, instead of N separate one-rank jobs.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu());
 
 /// Whether init_process_group has run and destroy_process_group has not.

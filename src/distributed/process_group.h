@@ -4,8 +4,8 @@
 ///
 /// A collective is a promise made by *every* rank: all of them call the same collectives, in the
 /// same order, with tensors of the same size and dtype. A rank that skips one (or calls them in a
-/// different order) leaves the others waiting forever: that is the "hang" of SEMANTICS.md's
-/// questions users ask. The checks here catch what one rank can see on its own (a tensor that is
+/// different order) leaves the others waiting forever: that is the "hang" users of data-parallel
+/// training ask about. The checks here catch what one rank can see on its own (a tensor that is
 /// not contiguous, a root outside the group); what only the group can see (sizes that differ
 /// between ranks) is the backend's to report.
 #pragma once

@@ -1,5 +1,5 @@
 // DistributedSampler across real ranks: each rank builds its own sampler from its rank alone,
-// and the shards, gathered, must tile the dataset as SEMANTICS.md says.
+// and the shards, gathered, must tile the dataset as PyTorch's DistributedSampler's do.
 #include <gtest/gtest.h>
 
 #include <algorithm>

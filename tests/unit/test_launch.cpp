@@ -1,0 +1,109 @@
+// Launch: which launcher started this process and what it says (detect_launch, from a made-up
+// environment), which backend a job gets (choose_backend) and which GPU a rank uses
+// (device_for_rank). No MPI is started here: these are plain functions of their arguments.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "test_util.h"
+
+namespace lockstep {
+namespace {
+
+using test::expect_error;
+
+// detect_launch as it would run in an environment holding exactly `variables`.
+LaunchInfo launch_in(const std::map<std::string, std::string>& variables) {
+  return detect_launch([&](const char* name) -> const char* {
+    const auto found = variables.find(name);
+    return found == variables.end() ? nullptr : found->second.c_str();
+  });
+}
+
+// rank, world size, local rank and local world size, in that order.
+void expect_launch(const LaunchInfo& info, const std::string& launcher, int rank, int world, int local_rank,
+                   int local_world) {
+  EXPECT_EQ(info.launcher, launcher);
+  EXPECT_EQ(info.rank, rank);
+  EXPECT_EQ(info.world_size, world);
+  EXPECT_EQ(info.local_rank, local_rank);
+  EXPECT_EQ(info.local_world_size, local_world);
+}
+
+TEST(DetectLaunch, EachLaunchersVariables) {
+  expect_launch(launch_in({}), "none", 0, 1, 0, 1);
+  expect_launch(launch_in({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+                "openmpi", 3, 8, 1, 2);
+  expect_launch(launch_in({{"PMI_RANK", "5"}, {"PMI_SIZE", "6"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}}),
+                "mpich", 5, 6, 2, 3);
+  expect_launch(launch_in({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}}),
+                "torchrun", 1, 4, 1, 2);
+  expect_launch(launch_in({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                           {"SLURM_NTASKS_PER_NODE", "4"}}),
+                "slurm", 5, 8, 1, 4);
+}
+
+TEST(DetectLaunch, MissingLocalValuesAreTheGlobalOnes) {
+  // srun without --ntasks-per-node sets no per-node count: until MPI tells, assume one node.
+  expect_launch(launch_in({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}}), "slurm", 5, 8, 1, 8);
+  expect_launch(launch_in({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}}), "mpich", 2, 3, 2, 3);
+}
+
+TEST(DetectLaunch, MpiLaunchersComeFirstThenTorchrunThenSlurm) {
+  // mpirun inside a Slurm allocation: Open MPI's variables describe this process.
+  expect_launch(launch_in({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
+                           {"SLURM_NTASKS", "1"}}),
+                "openmpi", 1, 2, 1, 2);
+  // torchrun inside a Slurm allocation inherits SLURM_PROCID=0 of the one batch task.
+  expect_launch(launch_in({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}),
+                "torchrun", 3, 4, 3, 4);
+}
+
+TEST(DetectLaunch, MalformedValuesAreNamed) {
+  expect_error([] { launch_in({{"RANK", "one"}, {"WORLD_SIZE", "2"}}); },
+               "expected a non-negative integer in $RANK, got \"one\"");
+  expect_error([] { launch_in({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}); }, "$RANK");
+  expect_error([] { launch_in({{"RANK", "2x"}, {"WORLD_SIZE", "2"}}); }, "$RANK");
+  expect_error([] { launch_in({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); },
+               "torchrun says rank 2 of 2, which is not a rank of that world");
+}
+
+TEST(ChooseBackend, MpiWhenAskedOrOnTheCpu) {
+  LaunchInfo two_ranks;
+  two_ranks.world_size = two_ranks.local_world_size = 2;
+  EXPECT_EQ(choose_backend("mpi", Device::cuda(0), two_ranks, 2), "mpi");
+  EXPECT_EQ(choose_backend("auto", Device::cpu(), two_ranks, 2), "mpi");
+  // Two ranks, one GPU: NCCL refuses to share it, so "auto" stays with MPI.
+  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1), "mpi");
+  // A GPU for each rank: NCCL, if this build has it.
+  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 2), built_with_nccl() ? "nccl" : "mpi");
+  expect_error([&] { choose_backend("gloo", Device::cpu(), two_ranks, 0); }, "expected --backend auto, mpi or nccl");
+}
+
+TEST(ChooseBackend, NcclWhereItCannotWorkSaysWhy) {
+  LaunchInfo two_ranks;
+  two_ranks.world_size = two_ranks.local_world_size = 2;
+  expect_error([&] { choose_backend("nccl", Device::cpu(), two_ranks, 2); },
+               "NCCL backend moves CUDA tensors only, and the model is on cpu");
+  expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1); },
+               "2 ranks on this node but only 1 CUDA device(s)");
+  if (built_with_nccl()) {
+    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 2), "nccl");
+  } else {
+    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 2); }, "this build has no NCCL backend");
+  }
+}
+
+TEST(DeviceForRank, LocalRankWrapsAroundTheGpus) {
+  LaunchInfo launch;
+  launch.world_size = launch.local_world_size = 4;
+  launch.rank = launch.local_rank = 3;
+  EXPECT_EQ(device_for_rank(launch, 4), Device::cuda(3));
+  EXPECT_EQ(device_for_rank(launch, 2), Device::cuda(1));
+  expect_error([&] { device_for_rank(launch, 0); }, "cannot place rank 3 on a GPU: this machine has no CUDA device");
+}
+
+}  // namespace
+}  // namespace lockstep
