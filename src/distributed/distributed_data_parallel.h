@@ -31,7 +31,9 @@ class DistributedDataParallelOptions {
   /// so that every rank evaluates with the same ones (default true).
   DistributedDataParallelOptions& broadcast_buffers(bool value) { broadcast_buffers_ = value; return *this; }
   /// Allow parameters that receive no gradient in a backward pass: they are found at the end of
-  /// it and contribute zeros (default false: such a model is a clear error instead).
+  /// it (PyTorch finds them from the forward's graph), and each contributes the gradient it
+  /// already holds, or zeros if it has none, as in PyTorch (default false: such a model is a
+  /// clear error instead).
   DistributedDataParallelOptions& find_unused_parameters(bool value) { find_unused_ = value; return *this; }
   /// The cap of every bucket after the first, in MiB (default 25).
   DistributedDataParallelOptions& bucket_cap_mb(double value) { bucket_cap_mb_ = value; return *this; }

@@ -151,8 +151,10 @@ void Reducer::finalize_backward() {
         ". Every rank must average every parameter's gradient, so the all-reduce of their bucket could never start. "
         "If the model really skips them, pass find_unused_parameters(true); otherwise make the loss depend on them"));
   }
-  // 2. With find_unused_parameters: which parameters did any rank use? Unused ones contribute
-  //    zeros to their bucket, and a parameter no rank used keeps its gradient as it was.
+  // 2. With find_unused_parameters: which parameters did any rank use? A parameter this rank
+  //    did not use contributes the gradient it already holds (accumulated inside no_sync(),
+  //    say), or zeros if it has none, as in PyTorch; one that no rank used keeps its gradient
+  //    as it was.
   std::vector<int64_t> used_anywhere(params_.size(), 1);
   if (find_unused_) {
     const Tensor& first = params_.front().second;
@@ -160,7 +162,13 @@ void Reducer::finalize_backward() {
     for (size_t i = 0; i < params_.size(); ++i) mine[i] = ready_[i] ? 1.0 : 0.0;
     for (size_t i : unused) {
       const auto [b, position] = slot_of_[i];
-      slot(buckets_[b].flat, buckets_[b].offsets[position], params_[i].second).zero_();
+      const Tensor& param = params_[i].second;
+      const Tensor into = slot(buckets_[b].flat, buckets_[b].offsets[position], param);
+      if (param.grad().defined()) {
+        into.copy_(param.grad());
+      } else {
+        into.zero_();
+      }
       ready_[i] = true;
       --buckets_[b].pending;
     }

@@ -226,19 +226,17 @@ TEST(NoSync, ABackwardThroughTheWrappedModuleAloneStaysLocal) {
 // A model with a head only some ranks use (`partly`) and one no rank uses (`never`).
 class BranchyModel : public Module {
  public:
-  explicit BranchyModel(bool use_partly) : use_partly_(use_partly) {
+  explicit BranchyModel(bool use_partly) : use_partly(use_partly) {
     body = register_module("body", std::make_shared<Linear>(6, 3));
     partly = register_module("partly", std::make_shared<Linear>(6, 3));
     never = register_module("never", std::make_shared<Linear>(6, 3));
   }
   Tensor forward(const Tensor& x) override {
     const Tensor out = (*body)(x);
-    return use_partly_ ? out + (*partly)(x) : out;
+    return use_partly ? out + (*partly)(x) : out;
   }
   std::shared_ptr<Linear> body, partly, never;
-
- private:
-  bool use_partly_;
+  bool use_partly;  // whether forward goes through `partly`
 };
 
 TEST(UnusedParameters, WithoutFindUnusedTheErrorNamesThem) {
@@ -266,6 +264,30 @@ TEST(UnusedParameters, FindUnusedAveragesWhatWasUsedAndLeavesTheRest) {
   EXPECT_FALSE(model->never->weight.grad().defined());
   // And a second iteration works (the reducer was reset).
   sum(ddp(randn({5, 6}, {}, &gen))).backward();
+}
+
+// A parameter this rank leaves unused sends the gradient it already holds (here: accumulated
+// inside no_sync()), not zeros, as in PyTorch: the average is over every rank's accumulation.
+TEST(UnusedParameters, ALocallyUnusedParameterSendsTheGradientItAlreadyHolds) {
+  const int rank = group().rank(), world = group().size();
+  manual_seed(3);
+  auto model = std::make_shared<BranchyModel>(/*use_partly=*/true);
+  DistributedDataParallel ddp(model, DistributedDataParallelOptions().find_unused_parameters(true));
+  Generator gen(30 + rank);
+  {
+    auto guard = ddp.no_sync();
+    sum(ddp(randn({5, 6}, {}, &gen))).backward();
+  }
+  const auto held = gather_from_all(model->partly->weight.grad());
+  // Only rank 0 uses `partly` now, on zero inputs, which add nothing to its weight's gradient.
+  model->use_partly = rank == 0;
+  sum(ddp(zeros({5, 6}))).backward();
+  const std::vector<double> got = model->partly->weight.grad().to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    double mean = 0;
+    for (int r = 0; r < world; ++r) mean += held[r][i] / world;
+    ASSERT_NEAR(got[i], mean, 1e-6 * (1 + std::abs(mean))) << "element " << i;
+  }
 }
 
 // ---- construction ------------------------------------------------------------------------------
