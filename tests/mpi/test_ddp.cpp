@@ -301,6 +301,15 @@ TEST(Construction, DifferentModelsOnDifferentRanksAreNamed) {
                      "parameter \"1.weight\" (number 2) differs in shape or dtype between rank 0 and rank(s) 1");
 }
 
+TEST(Construction, ADifferentNumberOfParametersIsNamed) {
+  const int rank = group().rank();
+  auto model = std::make_shared<Sequential>();
+  model->push_back(std::make_shared<Linear>(4, 8));
+  if (rank != 0) model->push_back(std::make_shared<Linear>(8, 8));
+  test::expect_error([&] { DistributedDataParallel ddp(model); },
+                     "the ranks wrap different models: rank 0 has 2 parameters, rank(s) 1");
+}
+
 TEST(Construction, StateDictOfTheWrapperHasTheModulePrefix) {
   DistributedDataParallel ddp(make_model("mlp"));
   const StateDict outer = ddp.state_dict();
