@@ -27,7 +27,8 @@ struct BinaryFn {
     else if constexpr (op == BinaryOp::Mul) return x * y;
     else if constexpr (op == BinaryOp::Div) return x / y;
     // The activations' backward rules, given the incoming gradient g = x and the saved output y.
-    else if constexpr (op == BinaryOp::ReluBackward) return y > T(0) ? x : T(0);
+    // (ReLU blocks the gradient where it output <= 0; a NaN output passes it, as in PyTorch.)
+    else if constexpr (op == BinaryOp::ReluBackward) return y <= T(0) ? T(0) : x;
     else if constexpr (op == BinaryOp::SigmoidBackward) return x * y * (T(1) - y);
     else if constexpr (op == BinaryOp::TanhBackward) return x * (T(1) - y * y);
     else if constexpr (op == BinaryOp::Eq) return x == y;
@@ -48,7 +49,7 @@ struct UnaryFn {
     if constexpr (op == UnaryOp::Neg) return -x;
     else if constexpr (op == UnaryOp::Exp) return std::exp(x);
     else if constexpr (op == UnaryOp::Log) return std::log(x);
-    else if constexpr (op == UnaryOp::Relu) return x > T(0) ? x : T(0);
+    else if constexpr (op == UnaryOp::Relu) return x <= T(0) ? T(0) : x;  // NaN stays NaN
     else if constexpr (op == UnaryOp::Sigmoid) return T(1) / (T(1) + std::exp(-x));
     else return std::tanh(x);  // UnaryOp::Tanh
   }

@@ -6,6 +6,8 @@
 #include "ops/checks.h"
 #include "ops/cpu/max_kernels.h"
 #include "ops/cuda/max_kernels.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace lockstep {
 
@@ -56,8 +58,18 @@ std::pair<Tensor, Tensor> max_dim(const char* op, const Tensor& a, int64_t dim, 
 Tensor max(const Tensor& a) {
   check_defined("max", {&a});
   LOCKSTEP_CHECK(a.numel() > 0, "max: cannot take the max of an empty tensor (shape ", shape_str(a.shape()), ")");
-  // All elements in a row, reduced along that row.
-  return max_along(a, a.detach().reshape({a.numel()}), 0, {}).first;
+  // All elements in a row, reduced along that row; the position it returns is not needed.
+  Tensor value;
+  {
+    NoGradGuard no_grad;
+    value = max_along(a, a.detach().reshape({a.numel()}), 0, {}).first;
+  }
+  // No one element was selected: every element equal to the maximum (every NaN, when the
+  // maximum is NaN) shares the gradient evenly, as in PyTorch.
+  return record(value, "MaxBackward", {a}, [x = a.detach(), m = value.detach()](const Tensor& g) {
+    const Tensor at_max = eq(x, m).to(g.dtype()) + ne(x, x).to(g.dtype()) * ne(m, m).to(g.dtype());
+    return std::vector<Tensor>{at_max * (g / sum(at_max))};
+  });
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { return max_dim("max", a, dim, keepdim); }

@@ -3,9 +3,9 @@
 ///
 /// Conventions, as in PyTorch: ties go to the first occurrence; a NaN counts as larger than
 /// every number, so a row holding a NaN has max NaN and argmax the position of its first NaN.
-/// The gradient of a max flows only to the position that was selected. One difference: for
-/// the overall max(a), PyTorch 1.13 splits the gradient evenly among tied maxima, while
-/// Lockstep gives all of it to the first one (the two agree whenever the maximum is unique).
+/// The gradient of max(a, dim) flows only to the position that was selected; the overall
+/// max(a) returns no position, and splits its gradient evenly among all elements equal to the
+/// maximum (all NaNs, if it is NaN).
 #pragma once
 
 #include <utility>

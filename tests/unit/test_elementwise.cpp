@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.h"
 #include "lockstep.h"
@@ -30,6 +31,20 @@ TEST(Elementwise, ValuesOfActivations) {
   EXPECT_NEAR(sigmoid(x).to_vector<double>()[0], 1.0 / (1.0 + std::exp(2.0)), 1e-15);
   EXPECT_NEAR(tanh(x).to_vector<double>()[2], std::tanh(0.5), 1e-15);
   EXPECT_NEAR(log(exp(x)).to_vector<double>()[2], 0.5, 1e-15);
+}
+
+// ReLU passes NaN through, forward and backward, as PyTorch does: a NaN that vanished into a
+// zero would hide a diverging training run.
+TEST(Elementwise, ReluKeepsNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = from_vector({nan, -1.0, 2.0}, {3}, TensorOptions().dtype(DType::f64)).requires_grad_();
+  const Tensor y = relu(x);
+  const auto out = y.to_vector<double>();
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 0.0);
+  EXPECT_EQ(out[2], 2.0);
+  sum(y).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1.0, 0.0, 1.0}));
 }
 
 TEST(Elementwise, ComparisonsGiveBool) {

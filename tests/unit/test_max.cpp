@@ -119,10 +119,15 @@ TEST(Max, GradientGoesToTheSelectedPosition) {
   max(x, 1).first.backward(from_vector({10, 20}, {2}, f64));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 10, 0, 20, 0, 0}));
 
-  // The overall max: all of the gradient to the first of the tied maxima (documented).
+  // The overall max selects no position: tied maxima share the gradient evenly, as in PyTorch.
   Tensor y = from_vector({1, 8, 8, 3}, {2, 2}, f64).requires_grad_();
   (max(y) * 3.0).backward();
-  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{0, 3, 0, 0}));
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{0, 1.5, 1.5, 0}));
+  // A NaN maximum: the NaNs share it.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor z = from_vector({nan, 8, nan, 9}, {4}, f64).requires_grad_();
+  max(z).backward();
+  EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0.5, 0, 0.5, 0}));
 }
 
 TEST(Max, Gradcheck) {

@@ -10,7 +10,7 @@ namespace lockstep {
 /// The binary elementwise functions. The *Backward entries take (grad, saved output).
 enum class BinaryOp {
   Add, Sub, Mul, Div,
-  ReluBackward,     ///< grad * (out > 0)
+  ReluBackward,     ///< grad where out > 0 or NaN, else 0
   SigmoidBackward,  ///< grad * out * (1 - out)
   TanhBackward,     ///< grad * (1 - out^2)
   Eq, Ne, Lt, Le, Gt, Ge  ///< comparisons: out is bool
