@@ -112,23 +112,44 @@ struct Entry {
   uint64_t end;
 };
 
-// numel * element_size, or nullopt where a corrupt shape would overflow 64 bits.
+// numel * element_size, or nullopt where a corrupt shape is too large. The product of the
+// non-zero dimensions must fit in int64 even when a zero makes the tensor empty: a tensor's
+// element count and strides are computed from them.
 std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype) {
+  constexpr auto kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   uint64_t nbytes = element_size(dtype);
-  bool overflow = false;
+  bool empty = false;
   for (int64_t d : shape) {
-    if (d == 0) return 0;
-    overflow = overflow || nbytes > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d);
-    if (!overflow) nbytes *= static_cast<uint64_t>(d);
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (nbytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
+    nbytes *= static_cast<uint64_t>(d);
   }
-  if (overflow) return std::nullopt;
-  return nbytes;
+  return empty ? 0 : nbytes;
+}
+
+// A JSON value for an error message: a short flat one as it is written, anything else by its
+// kind and size (printed whole it could fill the screen, and a deeply nested one would
+// overflow the stack of the recursive printer).
+std::string describe(const Json& value) {
+  constexpr size_t kShort = 80;
+  const bool flat = !value.is_structured() ||
+                    std::none_of(value.begin(), value.end(), [](const Json& item) { return item.is_structured(); });
+  if (flat && value.size() <= kShort) {
+    std::string text = value.dump();
+    if (text.size() <= kShort) return text;
+  }
+  if (value.is_array()) return detail::concat("an array of length ", value.size());
+  if (value.is_object()) return detail::concat("an object with ", value.size(), " keys");
+  return detail::concat("a ", value.type_name(), " too long to print");
 }
 
 Entry parse_entry(const std::string& path, const std::string& name, const Json& info, uint64_t data_size) {
   check_file(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
              path, "tensor '", name, "' must be an object with \"dtype\", \"shape\" and \"data_offsets\", got ",
-             info.dump());
+             describe(info));
   Entry entry{name, DType::f32, {}, 0, 0};
 
   // dtype: one of the names Lockstep has a type for.
@@ -136,7 +157,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   const auto known = std::find_if(std::begin(kDTypeNames), std::end(kDTypeNames), [&dtype](const auto& d) {
     return dtype.is_string() && dtype.get<std::string>() == d.second;
   });
-  check_file(known != std::end(kDTypeNames), path, "tensor '", name, "' has dtype ", dtype.dump(),
+  check_file(known != std::end(kDTypeNames), path, "tensor '", name, "' has dtype ", describe(dtype),
              ", which Lockstep cannot load (supported: F64, F32, F16, BF16, I64, I32, U8, BOOL)");
   entry.dtype = known->first;
 
@@ -148,35 +169,35 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
                d.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     if (shape_ok) entry.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
-  check_file(shape_ok, path, "tensor '", name, "' has shape ", shape.dump(),
+  check_file(shape_ok, path, "tensor '", name, "' has shape ", describe(shape),
              "; expected a list of non-negative integers");
 
   // data_offsets: [begin, end] inside the data section.
   const Json& offsets = info["data_offsets"];
   check_file(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                  offsets[1].is_number_unsigned() && offsets[0].get<uint64_t>() <= offsets[1].get<uint64_t>(),
-             path, "tensor '", name, "' has data_offsets ", offsets.dump(),
+             path, "tensor '", name, "' has data_offsets ", describe(offsets),
              "; expected [begin, end] with begin <= end");
   entry.begin = offsets[0].get<uint64_t>();
   entry.end = offsets[1].get<uint64_t>();
-  check_file(entry.end <= data_size, path, "tensor '", name, "' has data_offsets ", offsets.dump(),
+  check_file(entry.end <= data_size, path, "tensor '", name, "' has data_offsets ", describe(offsets),
              ", which reach beyond the data section of ", data_size, " bytes (is the file truncated?)");
 
   // The byte range must hold exactly numel elements of the dtype.
   const std::optional<uint64_t> nbytes = shape_nbytes(entry.shape, entry.dtype);
   check_file(nbytes == entry.end - entry.begin, path, "tensor '", name, "' has dtype ", known->second, " and shape ",
-             shape_str(entry.shape), ", which need ", nbytes ? std::to_string(*nbytes) : "more than 2^64",
-             " bytes, but its data_offsets ", offsets.dump(), " span ", entry.end - entry.begin, " bytes");
+             shape_str(entry.shape), ", which need ", nbytes ? std::to_string(*nbytes) : "more than 2^63",
+             " bytes, but its data_offsets ", describe(offsets), " span ", entry.end - entry.begin, " bytes");
   return entry;
 }
 
 // Reads the "__metadata__" entry, which must map strings to strings.
 std::map<std::string, std::string> parse_metadata(const std::string& path, const Json& json) {
-  check_file(json.is_object(), path, "\"", kMetadataKey, "\" must be an object of strings, got ", json.dump());
+  check_file(json.is_object(), path, "\"", kMetadataKey, "\" must be an object of strings, got ", describe(json));
   std::map<std::string, std::string> metadata;
   for (const auto& [key, value] : json.items()) {
     check_file(value.is_string(), path, "\"", kMetadataKey, "\" must map strings to strings, but '", key,
-               "' is ", value.dump());
+               "' is ", describe(value));
     metadata[key] = value.get<std::string>();
   }
   return metadata;
