@@ -208,7 +208,8 @@ double Tensor::item() const { return item<double>(); }
 namespace {
 // Autograd saves tensors for the backward pass; changing one in place would silently corrupt
 // the gradients (Lockstep keeps no version counters), so while recording, tensors that take
-// part in the graph are read-only.
+// part in the graph are read-only. This catches the common mistake, not every one: see
+// docs/conventions.md, "Autograd and in-place updates".
 void check_inplace_allowed(const Tensor& t, const char* op) {
   LOCKSTEP_CHECK(!(t.requires_grad() && grad_mode_enabled()), op,
                  ": a tensor that requires grad cannot be modified in place while gradients are recorded "
