@@ -66,6 +66,7 @@ TEST(Pool, ForwardMatchesNaiveReference) {
       {{1, 2, 5, 8}, 2, 2, 0},   // non-square input, odd height (last row dropped)
       {{2, 1, 9, 4}, 3, 1, 1},   // stride 1, non-square
       {{1, 1, 6, 5}, 4, 3, 2},   // the largest allowed padding
+      {{1, 2, 1, 1}, 4, 1, 2},   // one pixel: some window columns lie wholly in the padding
   };
   for (const Case& c : cases) {
     const Tensor x = randn(c.shape);
@@ -115,6 +116,32 @@ TEST(Pool, TiesSendTheGradientToTheFirstMaximum) {
                                                                0, 0, 0, 0,  //
                                                                1, 0, 1, 0,  //
                                                                0, 0, 0, 0}));
+}
+
+TEST(Pool, NaNWinsItsWindow) {
+  // A NaN propagates instead of vanishing, and the gradient goes to it, as in PyTorch: through
+  // the 2x2 stride-2 fast path and through the general loop (stride 1).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = from_vector({1, nan, 2, 0,    //
+                                3, 4, 8, 7,      //
+                                -1, -2, 6, 6,    //
+                                -3, -4, 6, nan},
+                               {1, 1, 4, 4}, TensorOptions().dtype(DType::f64))
+                       .requires_grad_(true);
+  const std::vector<double> fast = max_pool2d(x, 2).to_vector<double>();
+  EXPECT_TRUE(std::isnan(fast[0]));
+  EXPECT_EQ(fast[1], 8.0);
+  EXPECT_EQ(fast[2], -1.0);
+  EXPECT_TRUE(std::isnan(fast[3]));
+  sum(max_pool2d(x, 2)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 1, 0, 0,  //
+                                                               0, 0, 1, 0,  //
+                                                               1, 0, 0, 0,  //
+                                                               0, 0, 0, 1}));
+  const std::vector<double> general = max_pool2d(x, 2, 1).to_vector<double>();  // (3, 3)
+  for (size_t i = 0; i < general.size(); ++i) {
+    EXPECT_EQ(std::isnan(general[i]), i == 0 || i == 1 || i == 8) << "output " << i;
+  }
 }
 
 TEST(Pool, OverlappingWindowsAccumulateGradient) {
