@@ -134,7 +134,7 @@ TEST(Gemm, OddSizes) {
   check_both({517, 1, 300});
 }
 
-// Larger than MC (144 / 72), KC (256) and NC (4080) in every dimension, with ragged edges
+// Larger than MC (144 / 72), KC (256) and NC (4064) in every dimension, with ragged edges
 // everywhere, so every loop of the blocked algorithm takes more than one trip.
 TEST(Gemm, LargerThanEveryBlock) { check_both({151, 4100, 263}); }
 
