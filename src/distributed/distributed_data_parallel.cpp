@@ -87,7 +87,7 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
   // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
   // for evaluation) leave the reducer alone, so a backward they come between still averages.
-  if (require_sync_ && grad_mode_enabled()) reducer_->prepare_for_backward();
+  reducer_->prepare_for_forward(require_sync_ && grad_mode_enabled());
   return module_->forward(input);
 }
 

@@ -108,14 +108,17 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch = detect_launch();
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
   s.cpu_group = make_mpi_process_group();
-  // A launcher that is not MPI's (torchrun) starts processes that MPI sees as separate
-  // one-rank jobs: each would train alone on the whole dataset, without a word.
-  if (s.launch.world_size != s.cpu_group->size()) {
+  // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
+  // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
+  // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
+  if (s.launch.launcher == "torchrun" && s.launch.world_size != s.cpu_group->size()) {
     const std::string message = detail::concat(
-        "init_process_group: ", s.launch.launcher, " started a job of ", s.launch.world_size, " process(es), but MPI ",
-        "sees ", s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
+        "init_process_group: torchrun started a job of ", s.launch.world_size, " process(es), but MPI sees ",
+        s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
         s.launch.world_size, " (or srun with MPI support)");
+    // Nothing to retry: shut MPI down, so the process can end cleanly.
     s.cpu_group.reset();
+    mpi::finalize();
     throw Error(message);
   }
   const auto [node_rank, node_size] = mpi::node_rank_and_size();

@@ -55,8 +55,9 @@ Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
 /// set_fatal_error_handler in util/program.h) rather than leave the other ranks waiting.
 /// Returns the group; it is also available through default_process_group(). The process groups
 /// run over MPI, so the job must be started by an MPI launcher (mpirun, or srun with MPI
-/// support): when the launcher's world size differs from MPI's (torchrun starts processes but
-/// no MPI job), it is an error that says so, instead of N separate one-rank jobs.
+/// support); MPI's rank and world size replace the launcher's. torchrun starts processes but
+/// no MPI job: when its world size differs from MPI's, it is an error that says so, instead of
+/// N separate one-rank jobs.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu());
 
 /// Whether init_process_group has run and destroy_process_group has not.

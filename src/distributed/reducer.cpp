@@ -78,18 +78,27 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second.remove_hook(hooks_[i]);
 }
 
-void Reducer::prepare_for_backward() {
-  sync_ = true;
-  // A backward that failed half-way left its marks: start clean.
-  reset_marks();
-  finalize_queued_ = false;
+void Reducer::prepare_for_forward(bool sync) {
+  // A backward that failed half-way (an error in some other node) never reached
+  // finalize_backward: forget it, and let it average nothing more.
+  if (finalize_queued_) {
+    reset_marks();
+    finalize_queued_ = false;
+    sync_ = false;
+  }
+  if (sync) {
+    sync_ = true;
+    // finalize_backward may itself have failed (unused parameters) after marking some.
+    reset_marks();
+  }
 }
 
 void Reducer::reset_marks() {
   ready_.assign(params_.size(), false);
   for (Bucket& bucket : buckets_) {
-    bucket.pending = bucket.members.size();
+    if (bucket.work) bucket.work->wait();
     bucket.work.reset();
+    bucket.pending = bucket.members.size();
   }
   next_bucket_ = 0;
 }

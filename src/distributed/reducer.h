@@ -43,11 +43,13 @@ class Reducer {
   Reducer(const Reducer&) = delete;             ///< Owns hooks that point back at it.
   Reducer& operator=(const Reducer&) = delete;  ///< Owns hooks that point back at it.
 
-  /// Called by a forward that records a graph outside no_sync(): the next backward averages
-  /// gradients. Until then, and again after that backward, gradients only accumulate locally,
-  /// as in PyTorch: a forward under NoGradGuard or inside no_sync() leaves this as it is, and a
-  /// backward that did not start from the wrapper's forward sends nothing.
-  void prepare_for_backward();
+  /// Called by every forward of the wrapper. First clears what a backward that failed half-way
+  /// left behind (waiting for any all-reduce it started). Then, if `sync` (a forward that
+  /// records a graph outside no_sync()), arms the next backward to average the gradients.
+  /// Until then, and again after that backward, gradients only accumulate locally, as in
+  /// PyTorch: a forward under NoGradGuard or inside no_sync() leaves the arming as it is, and a
+  /// backward that no forward armed sends nothing.
+  void prepare_for_forward(bool sync);
 
   /// The buckets, in the order their all-reduces are started.
   std::vector<BucketSummary> buckets() const;
@@ -60,7 +62,8 @@ class Reducer {
   void launch_ready_buckets();
   // Runs at the end of backward: unused parameters, waiting, copying back.
   void finalize_backward();
-  // Forgets which gradients arrived and which all-reduces started.
+  // Forgets which gradients arrived, after waiting for the all-reduces already started (their
+  // buckets are about to be written again).
   void reset_marks();
 
   std::vector<std::pair<std::string, Tensor>> params_;

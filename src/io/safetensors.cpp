@@ -112,9 +112,9 @@ struct Entry {
   uint64_t end;
 };
 
-// numel * element_size, or nullopt where a corrupt shape is too large. The product of the
-// non-zero dimensions must fit in int64 even when a zero makes the tensor empty: a tensor's
-// element count and strides are computed from them.
+// numel * element_size, or nullopt where a corrupt shape is too large. The element size
+// times the non-zero dimensions must fit in int64 even when a zero makes the tensor empty: a
+// tensor's element count and strides are computed from those dimensions.
 std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype) {
   constexpr auto kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   uint64_t nbytes = element_size(dtype);
@@ -186,7 +186,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   // The byte range must hold exactly numel elements of the dtype.
   const std::optional<uint64_t> nbytes = shape_nbytes(entry.shape, entry.dtype);
   check_file(nbytes == entry.end - entry.begin, path, "tensor '", name, "' has dtype ", known->second, " and shape ",
-             shape_str(entry.shape), ", which need ", nbytes ? std::to_string(*nbytes) : "more than 2^63",
+             shape_str(entry.shape), ", which need ", nbytes ? std::to_string(*nbytes) : "2^63 or more",
              " bytes, but its data_offsets ", describe(offsets), " span ", entry.end - entry.begin, " bytes");
   return entry;
 }

@@ -221,6 +221,62 @@ TEST(NoSync, ABackwardThroughTheWrappedModuleAloneStaysLocal) {
   for (size_t r = 1; r < averaged.size(); ++r) EXPECT_EQ(averaged[r], averaged[0]) << "rank " << r;
 }
 
+// A layer whose backward fails when asked to: an error in the middle of backward, after the
+// layers above it have handed their gradients to DDP.
+class FailingIdentity : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    if (!fail) return x;
+    return record(x.detach().clone(), "FailingBackward", {x},
+                  [](const Tensor&) -> std::vector<Tensor> { throw Error("backward failed on purpose"); });
+  }
+  bool fail = false;
+};
+
+// A backward that fails half-way has already started the all-reduces of the buckets it
+// completed. The wrapper's next forward must clear that: afterwards a no_sync() backward,
+// which only rank 0 runs, starts no collective (one would pair with the other ranks' next
+// all-reduce and hang), and the next synchronised step averages correctly.
+TEST(NoSync, ABackwardThatFailsHalfWayLeavesNothingBehind) {
+  const int rank = group().rank();
+  manual_seed(17);
+  auto failing = std::make_shared<FailingIdentity>();
+  auto model = std::make_shared<Sequential>();
+  model->push_back(std::make_shared<Linear>(6, 4));
+  model->push_back(failing);
+  model->push_back(std::make_shared<Linear>(4, 3));
+  model->to(DType::f64);
+  // Tiny caps: one bucket per parameter, so the last layer's start before the failure.
+  DistributedDataParallel ddp(model, DistributedDataParallelOptions().first_bucket_cap_mb(1e-5).bucket_cap_mb(1e-5));
+  ASSERT_EQ(ddp.buckets().size(), 4u);
+  Generator gen(40 + rank);
+  const Tensor x = randn({5, 6}, TensorOptions().dtype(DType::f64), &gen);
+  // Each rank's own gradient first: a backward that no forward of the wrapper armed is local.
+  const Tensor weight = model->parameters().front();  // "0.weight"
+  sum(ddp.module()(x)).backward();
+  const auto local = gather_from_all(weight.grad());
+  model->zero_grad();
+
+  failing->fail = true;
+  test::expect_error([&] { sum(ddp(x)).backward(); }, "backward failed on purpose");
+  failing->fail = false;
+  {
+    // Every rank's forward clears what the failure left; only rank 0 goes on to backward.
+    auto guard = ddp.no_sync();
+    const Tensor loss = sum(ddp(x));
+    if (rank == 0) loss.backward();
+  }
+  // The synchronised step: the average of every rank's own gradient.
+  model->zero_grad();
+  sum(ddp(x)).backward();
+  const std::vector<double> got = weight.grad().to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    double mean = 0;
+    for (const auto& rank_grad : local) mean += rank_grad[i] / static_cast<double>(local.size());
+    ASSERT_NEAR(got[i], mean, 1e-12 * (1 + std::abs(mean))) << "element " << i;
+  }
+}
+
 // ---- unused parameters -------------------------------------------------------------------------
 
 // A model with a head only some ranks use (`partly`) and one no rank uses (`never`).

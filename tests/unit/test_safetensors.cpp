@@ -208,12 +208,12 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
        "need 12 bytes, but its data_offsets [0,8] span 8 bytes"},
       {"huge_shape",
        safetensors_bytes(R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight),
-       "which need more than 2^63 bytes"},
+       "which need 2^63 or more bytes"},
       // Dimensions whose product overflows, with a zero among them: still too large.
       {"huge_empty_shape",
        safetensors_bytes(R"({"a":{"dtype":"F32","shape":[9223372036854775807,9223372036854775807,0],)"
                          R"("data_offsets":[0,0]}})", ""),
-       "which need more than 2^63 bytes"},
+       "which need 2^63 or more bytes"},
       // Deeply nested JSON is described, not printed (printing it would overflow the stack).
       {"deep_nesting", safetensors_bytes(R"({"t":)" + std::string(100000, '[') + std::string(100000, ']') + "}", ""),
        "tensor 't' must be an object with \"dtype\", \"shape\" and \"data_offsets\", got an array of length 1"},
