@@ -81,8 +81,8 @@ class DistributedDataParallel : public Module {
 
   /// While a guard from no_sync() lives, forwards leave their backward passes local: the
   /// gradients accumulate in param.grad() on each rank without communication. The first
-  /// backward of a forward run after it averages the accumulated gradients. (Gradient accumulation over
-  /// micro-batches with one all-reduce per step.)
+  /// backward of a forward run after it averages the accumulated gradients. (Gradient
+  /// accumulation over micro-batches with one all-reduce per step.)
   class NoSyncGuard {
    public:
     /// Ends the no_sync() region.

@@ -80,17 +80,13 @@ Reducer::~Reducer() {
 
 void Reducer::prepare_for_forward(bool sync) {
   // A backward that failed half-way (an error in some other node) never reached
-  // finalize_backward: forget it, and let it average nothing more.
-  if (finalize_queued_) {
-    reset_marks();
-    finalize_queued_ = false;
-    sync_ = false;
-  }
-  if (sync) {
-    sync_ = true;
-    // finalize_backward may itself have failed (unused parameters) after marking some.
-    reset_marks();
-  }
+  // finalize_backward: let it average nothing more. It, or a finalize_backward that failed
+  // (unused parameters), may have left marks and started all-reduces: start clean. (After a
+  // backward that completed, the marks are clean already and this costs nothing.)
+  if (finalize_queued_) sync_ = false;
+  finalize_queued_ = false;
+  reset_marks();
+  if (sync) sync_ = true;
 }
 
 void Reducer::reset_marks() {

@@ -40,6 +40,17 @@ void expect_close(const Tensor& a, const Tensor& b, double rel, const std::strin
   }
 }
 
+// Every element of `got` within `rel` (relative) of the mean over ranks of `per_rank`, as
+// gather_from_all returns it: what averaging gradients must give.
+void expect_mean_over_ranks(const Tensor& got, const std::vector<std::vector<double>>& per_rank, double rel) {
+  const std::vector<double> values = got.to_vector<double>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    double mean = 0;
+    for (const auto& rank_values : per_rank) mean += rank_values[i] / static_cast<double>(per_rank.size());
+    ASSERT_NEAR(values[i], mean, rel * (1 + std::abs(mean))) << "element " << i;
+  }
+}
+
 // ---- bitwise identical ranks -----------------------------------------------------------------
 
 class LockstepModels : public testing::TestWithParam<std::string> {};
@@ -269,12 +280,7 @@ TEST(NoSync, ABackwardThatFailsHalfWayLeavesNothingBehind) {
   // The synchronised step: the average of every rank's own gradient.
   model->zero_grad();
   sum(ddp(x)).backward();
-  const std::vector<double> got = weight.grad().to_vector<double>();
-  for (size_t i = 0; i < got.size(); ++i) {
-    double mean = 0;
-    for (const auto& rank_grad : local) mean += rank_grad[i] / static_cast<double>(local.size());
-    ASSERT_NEAR(got[i], mean, 1e-12 * (1 + std::abs(mean))) << "element " << i;
-  }
+  expect_mean_over_ranks(weight.grad(), local, 1e-12);
 }
 
 // ---- unused parameters -------------------------------------------------------------------------
@@ -325,7 +331,7 @@ TEST(UnusedParameters, FindUnusedAveragesWhatWasUsedAndLeavesTheRest) {
 // A parameter this rank leaves unused sends the gradient it already holds (here: accumulated
 // inside no_sync()), not zeros, as in PyTorch: the average is over every rank's accumulation.
 TEST(UnusedParameters, ALocallyUnusedParameterSendsTheGradientItAlreadyHolds) {
-  const int rank = group().rank(), world = group().size();
+  const int rank = group().rank();
   manual_seed(3);
   auto model = std::make_shared<BranchyModel>(/*use_partly=*/true);
   DistributedDataParallel ddp(model, DistributedDataParallelOptions().find_unused_parameters(true));
@@ -338,12 +344,7 @@ TEST(UnusedParameters, ALocallyUnusedParameterSendsTheGradientItAlreadyHolds) {
   // Only rank 0 uses `partly` now, on zero inputs, which add nothing to its weight's gradient.
   model->use_partly = rank == 0;
   sum(ddp(zeros({5, 6}))).backward();
-  const std::vector<double> got = model->partly->weight.grad().to_vector<double>();
-  for (size_t i = 0; i < got.size(); ++i) {
-    double mean = 0;
-    for (int r = 0; r < world; ++r) mean += held[r][i] / world;
-    ASSERT_NEAR(got[i], mean, 1e-6 * (1 + std::abs(mean))) << "element " << i;
-  }
+  expect_mean_over_ranks(model->partly->weight.grad(), held, 1e-6);
 }
 
 // ---- construction ------------------------------------------------------------------------------
