@@ -1,5 +1,7 @@
 #include "core/copy.h"
 
+#include <algorithm>
+
 #include "core/cuda_copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -53,7 +55,14 @@ void copy_strided(const Tensor& src, const Tensor& dst) {
       for_each_row<2>(dst.shape(), strides, offsets, [&](std::array<int64_t, 2> base, int64_t n, std::array<int64_t, 2> step) {
         // The 16-bit types convert through float; the others convert directly.
         using Via = std::conditional_t<std::is_same_v<I, Half> || std::is_same_v<I, BFloat16>, float, I>;
-        for (int64_t i = 0; i < n; ++i) out[base[0] + i * step[0]] = static_cast<O>(static_cast<Via>(in[base[1] + i * step[1]]));
+        O* o = out + base[0];
+        const I* x = in + base[1];
+        // Dense rows (after coalesce_dims, a dense tensor is one row) get a loop that vectorises.
+        if (step[0] == 1 && step[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) o[i] = static_cast<O>(static_cast<Via>(x[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * step[0]] = static_cast<O>(static_cast<Via>(x[i * step[1]]));
+        }
       });
     });
   });
@@ -67,7 +76,12 @@ void fill_strided(const Tensor& dst, double value) {
     const T v = static_cast<T>(value);
     T* out = static_cast<T*>(dst.storage()->data());
     for_each_row<1>(dst.shape(), {dst.strides()}, {dst.offset()}, [&](std::array<int64_t, 1> base, int64_t n, std::array<int64_t, 1> step) {
-      for (int64_t i = 0; i < n; ++i) out[base[0] + i * step[0]] = v;
+      T* o = out + base[0];
+      if (step[0] == 1) {
+        std::fill(o, o + n, v);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * step[0]] = v;
+      }
     });
   });
 }
@@ -105,7 +119,12 @@ void scale_strided(double value, const Tensor& dst) {
     const T v = static_cast<T>(value);
     T* out = static_cast<T*>(dst.storage()->data());
     for_each_row<1>(dst.shape(), {dst.strides()}, {dst.offset()}, [&](std::array<int64_t, 1> base, int64_t n, std::array<int64_t, 1> step) {
-      for (int64_t i = 0; i < n; ++i) out[base[0] + i * step[0]] *= v;
+      T* o = out + base[0];
+      if (step[0] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] *= v;
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * step[0]] *= v;
+      }
     });
   });
 }

@@ -3,6 +3,7 @@
 /// (the innermost dimension) at a time, spreading rows over OpenMP threads when it pays off.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -13,18 +14,54 @@ namespace lockstep {
 /// Below this many elements a loop runs on one thread: starting threads would cost more.
 constexpr int64_t kParallelGrain = 32768;
 
-/// Calls `row(base, n, step)` once per innermost row of `shape`, where `base[k]` is operand k's
-/// element offset at the row's start and `step[k]` its stride along the row. Operand k walks
-/// with `strides[k]` (0 for a broadcast dimension). Rows may run concurrently.
+/// Longest piece of a row one call of the row function gets: long rows are cut into pieces
+/// so that threads can share them (a dense tensor is a single row, see coalesce_dims).
+constexpr int64_t kRowPiece = 16384;
+
+/// Merges neighbouring dimensions that every operand walks as one, and drops dimensions of
+/// size 1: dimensions d and d + 1 merge when `strides[k][d] == strides[k][d + 1] * shape[d + 1]`
+/// for every operand k. The elements visited, and their order, stay the same; but a dense
+/// tensor becomes a single dimension, so a loop over its innermost dimension runs over all of
+/// it (one long loop the compiler vectorises, instead of, say, 53,248 rows of 26 elements).
+template <size_t N>
+void coalesce_dims(Shape& shape, std::array<Shape, N>& strides) {
+  Shape merged_shape;
+  std::array<Shape, N> merged_strides;
+  // Walk from the innermost dimension out, extending the current merged one while we can.
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    bool extends = !merged_shape.empty();
+    for (size_t k = 0; k < N && extends; ++k) {
+      extends = strides[k][d] == merged_strides[k].back() * merged_shape.back();
+    }
+    if (extends) {
+      merged_shape.back() *= shape[d];
+    } else {
+      merged_shape.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) merged_strides[k].push_back(strides[k][d]);
+    }
+  }
+  // Back to outermost-first order.
+  shape.assign(merged_shape.rbegin(), merged_shape.rend());
+  for (size_t k = 0; k < N; ++k) strides[k].assign(merged_strides[k].rbegin(), merged_strides[k].rend());
+}
+
+/// Calls `row(base, n, step)` once per piece of each innermost row of `shape` (after
+/// coalesce_dims), where `base[k]` is operand k's element offset at the piece's start and
+/// `step[k]` its stride along the row. Operand k walks with `strides[k]` (0 for a broadcast
+/// dimension). Pieces cover the rows in order, each at most kRowPiece long, and may run
+/// concurrently.
 template <size_t N, class RowFn>
-void for_each_row(const Shape& shape, const std::array<Shape, N>& strides,
-                  const std::array<int64_t, N>& offsets, RowFn&& row) {
-  const int64_t dims = static_cast<int64_t>(shape.size());
+void for_each_row(Shape shape, std::array<Shape, N> strides, const std::array<int64_t, N>& offsets,
+                  RowFn&& row) {
   const int64_t numel = shape_numel(shape);
   if (numel == 0) return;
-  // A scalar is one row of one element.
+  coalesce_dims(shape, strides);
+  const int64_t dims = static_cast<int64_t>(shape.size());
+  // A single element (every dimension of size 1) is one row of one element.
   const int64_t inner = dims == 0 ? 1 : shape[dims - 1];
   const int64_t rows = numel / inner;
+  const int64_t pieces = (inner + kRowPiece - 1) / kRowPiece;
   std::array<int64_t, N> step{};
   for (size_t k = 0; k < N; ++k) step[k] = dims == 0 ? 0 : strides[k][dims - 1];
 
@@ -39,8 +76,13 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides,
     return base;
   };
 
-#pragma omp parallel for schedule(static) if (numel >= kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) row(row_base(r), inner, step);
+#pragma omp parallel for schedule(static) if (numel >= kParallelGrain && rows * pieces > 1)
+  for (int64_t w = 0; w < rows * pieces; ++w) {
+    const int64_t start = (w % pieces) * kRowPiece;
+    std::array<int64_t, N> base = row_base(w / pieces);
+    for (size_t k = 0; k < N; ++k) base[k] += start * step[k];
+    row(base, std::min(kRowPiece, inner - start), step);
+  }
 }
 
 }  // namespace lockstep

@@ -38,7 +38,7 @@ Tensor max_pool2d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
 
   // Only the maxima influenced the output, so only they receive gradient.
   return record(out, "MaxPool2DWithIndicesBackward", {input}, [indices, shape = input.shape(), options](const Tensor& g) {
-    Tensor grad_input = zeros(shape, options);
+    Tensor grad_input = empty(shape, options);
     if (grad_input.device().is_cuda()) {
       cuda::max_pool2d_backward(g, indices, grad_input);
     } else {

@@ -24,6 +24,43 @@ TEST(Elementwise, BroadcastingFollowsNumPy) {
   EXPECT_EQ((2.0 * a.t() * a.t()).shape(), (Shape{1, 3}));
 }
 
+// Every loop walks its operands after merging the dimensions they share (a dense tensor is one
+// row) and cuts long rows into pieces for the threads: check that each element is visited once,
+// at the right place, for dense tensors longer than a piece, permuted views and broadcasts.
+TEST(Elementwise, LongRowsAndStridedViewsVisitEveryElementOnce) {
+  const TensorOptions f64 = TensorOptions().dtype(DType::f64);
+  const int64_t n = 5 * 8 * 1001;  // more than kRowPiece and kParallelGrain
+  Tensor x = arange(0, static_cast<double>(n), 1, f64).reshape({5, 8, 1001});
+  const auto doubled = (x * 2.0 + 1.0).to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(doubled[i], 2.0 * i + 1) << "element " << i;
+
+  // A permuted view: element (k, i, j) of xp is x[i, j, k] = (i * 8 + j) * 1001 + k.
+  Tensor xp = x.permute({2, 0, 1});
+  const auto negated = neg(xp).to_vector<double>();
+  for (int64_t k = 0; k < 1001; ++k)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 8; ++j)
+        ASSERT_EQ(negated[(k * 5 + i) * 8 + j], -static_cast<double>((i * 8 + j) * 1001 + k));
+  EXPECT_EQ(xp.contiguous().to_vector<double>(), (xp * 1.0).to_vector<double>());
+
+  // A broadcast operand: b (8, 1) steps by 0 along the last dimension.
+  Tensor b = arange(0, 8, 1, f64).reshape({8, 1});
+  const auto sums = (x + b).to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sums[i], static_cast<double>(i + (i / 1001) % 8)) << "element " << i;
+
+  // fill_ and a sum over the outer and inner dimensions of a view (as for a bias gradient).
+  Tensor filled = zeros({5, 8, 1001}, f64).transpose(0, 2);
+  filled.fill_(3.0);
+  EXPECT_EQ(sum(filled).item(), 3.0 * n);
+  const auto per_channel = sum(x, {0, 2}).to_vector<double>();
+  for (int64_t j = 0; j < 8; ++j) {
+    double want = 0;
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t k = 0; k < 1001; ++k) want += static_cast<double>((i * 8 + j) * 1001 + k);
+    EXPECT_EQ(per_channel[j], want) << "channel " << j;
+  }
+}
+
 TEST(Elementwise, ValuesOfActivations) {
   Tensor x = from_vector({-2.0, 0.0, 0.5}, {3}, TensorOptions().dtype(DType::f64));
   const auto r = relu(x).to_vector<double>();

@@ -134,6 +134,15 @@ TEST(Gemm, OddSizes) {
   check_both({517, 1, 300});
 }
 
+// Products much narrower than a tile are computed as C^T = B^T A^T, with C written
+// transposed: with every combination of operand layouts, beta, and padding of C.
+TEST(Gemm, NarrowProductsComputedTransposed) {
+  check_both({32, 9, 676, false, true, 1.0, 1.0});   // a convolution's weight gradient
+  check_both({200, 3, 301, true, false, -2.0, 0.5, 5});
+  check_both({517, 1, 300, true, true, 1.0, 0.0, 3});
+  check_both({64, 10, 128, false, true, 1.0, 0.0});  // a linear layer's forward with 10 outputs
+}
+
 // Larger than MC (144 / 72), KC (256) and NC (4064) in every dimension, with ragged edges
 // everywhere, so every loop of the blocked algorithm takes more than one trip.
 TEST(Gemm, LargerThanEveryBlock) { check_both({151, 4100, 263}); }

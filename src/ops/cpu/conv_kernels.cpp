@@ -3,6 +3,8 @@
 #include "ops/cpu/conv_kernels.h"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -50,6 +52,27 @@ void for_each_segment(const Conv2dGeometry& g, Segment segment) {
       }
     }
   }
+}
+
+// Runs `op(k, count)` over [0, n) in pieces: count = 8 values at a time, then 4, 2 and 1 for
+// the rest, where `count` is a compile-time constant (std::integral_constant), so each piece
+// compiles to a few vector instructions. col2im adds along segments of the im2col matrix,
+// which are short (11 values in the chapter-2 CNN's second convolution): too short for a
+// loop of unknown length to be vectorised. (On that convolution, 64 images: 1.2 ms instead
+// of 1.5; for im2col's copies, std::copy measured faster than pieces.)
+template <class Op>
+void in_pieces(int64_t n, Op op) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) op(k, std::integral_constant<int, 8>());
+  if (n - k >= 4) {
+    op(k, std::integral_constant<int, 4>());
+    k += 4;
+  }
+  if (n - k >= 2) {
+    op(k, std::integral_constant<int, 2>());
+    k += 2;
+  }
+  if (n - k >= 1) op(k, std::integral_constant<int, 1>());
 }
 
 // Splits [0, batch) into `shares` contiguous ranges and runs `work(first, last, share)` for
@@ -104,7 +127,17 @@ void col2im(const T* cols, const Conv2dGeometry& g, T* x) {
   for_each_segment(g, [&](int64_t col, int64_t in, int64_t lo, int64_t hi) {
     const T* grad = cols + col;
     T* pixel = x + in;
-    for (int64_t ow = lo; ow < hi; ++ow) pixel[(ow - lo) * stride] += grad[ow];
+    if (stride == 1) {
+      in_pieces(hi - lo, [&](int64_t k, auto count) {
+        constexpr int n = decltype(count)::value;
+        T sum[n];
+        std::memcpy(sum, pixel + k, sizeof(sum));
+        for (int i = 0; i < n; ++i) sum[i] += grad[lo + k + i];
+        std::memcpy(pixel + k, sum, sizeof(sum));
+      });
+    } else {
+      for (int64_t ow = lo; ow < hi; ++ow) pixel[(ow - lo) * stride] += grad[ow];
+    }
   });
 }
 

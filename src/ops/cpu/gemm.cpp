@@ -96,26 +96,19 @@ constexpr int64_t kSmallProblem = 32 * 1024;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile. `ab` has row stride ldab.
+// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile of C whose element (i, j) is
+// C[i * c_rs + j * c_cs]. `ab` has row stride ldab.
 // beta == 0 must not read C: 0 * NaN is NaN, and C may be uninitialised.
 template <class T>
 void update_tile(int64_t m, int64_t n, const T* ab, int64_t ldab, T alpha, T beta, T* C,
-                 int64_t ldc) {
+                 int64_t c_rs, int64_t c_cs) {
   for (int64_t i = 0; i < m; ++i) {
-    T* c = C + i * ldc;
+    T* c = C + i * c_rs;
     const T* r = ab + i * ldab;
     if (beta == T(0)) {
-      for (int64_t j = 0; j < n; ++j) c[j] = alpha * r[j];
+      for (int64_t j = 0; j < n; ++j) c[j * c_cs] = alpha * r[j];
     } else {
-      for (int64_t j = 0; j < n; ++j) c[j] = alpha * r[j] + beta * c[j];
+      for (int64_t j = 0; j < n; ++j) c[j * c_cs] = alpha * r[j] + beta * c[j * c_cs];
     }
   }
 }
@@ -184,11 +177,12 @@ struct Simd {
   static constexpr int kWidth = kVectorBytes / sizeof(T);
 };
 
-// The micro-kernel: ab = (MR x kc panel of A) * (kc x NR panel of B), both packed; `ab`
-// is a row-major MR x NR tile. Each step p is a rank-1 update: row p of the B panel (NR
-// values, NV vectors) times each of the MR values of column p of the A panel. The
-// accumulator `acc` has constant bounds, so it lives in MR * NV registers, and each B
-// vector is loaded once per step and then used MR times.
+// The micro-kernel: C = alpha * (MR x kc panel of A) * (kc x NR panel of B) + beta * C, for
+// one full MR x NR tile of C with row stride ldc and contiguous rows; both panels are packed.
+// Each step p is a rank-1 update: row p of the B panel (NR values, NV vectors) times each of
+// the MR values of column p of the A panel. The accumulator `acc` has constant bounds, so it
+// lives in MR * NV registers, and each B vector is loaded once per step and then used MR
+// times. Only at the end is C touched, one vector at a time.
 //
 // Two things we measured (GCC 12, Zen 4): the same loops on plain `T acc[MR][NR]`
 // arrays reach only 5-30 GFLOP/s because the compilers do not map them onto registers
@@ -197,7 +191,8 @@ struct Simd {
 // and noinline (the call costs nothing next to the kc-long loop).
 template <class T>
 __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
-                                            const T* __restrict b, T* __restrict ab) {
+                                            const T* __restrict b, T alpha, T beta,
+                                            T* __restrict c, int64_t ldc) {
   using S = Simd<T>;
   using Vec = typename S::Vec;
   constexpr int MR = Blocking<T>::kMR;
@@ -216,17 +211,27 @@ __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
     a += MR;
     b += NR;
   }
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v)
-      std::memcpy(ab + i * NR + v * S::kWidth, &acc[i][v], sizeof(Vec));
+  // The same formula as update_tile, a vector at a time; beta == 0 must not read C.
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      T* out = c + i * ldc + v * S::kWidth;
+      Vec result = alpha * acc[i][v];
+      if (beta != T(0)) {
+        Vec old;
+        std::memcpy(&old, out, sizeof(Vec));
+        result = alpha * acc[i][v] + beta * old;
+      }
+      std::memcpy(out, &result, sizeof(Vec));
+    }
+  }
 }
 
 // The macro-kernel: C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR
-// tile at a time. The jr loop is outside the ir loop so that one B panel stays in L1
-// while the whole A block streams past it from L2.
+// tile at a time; C's element (i, j) is C[i * c_rs + j * c_cs]. The jr loop is outside the
+// ir loop so that one B panel stays in L1 while the whole A block streams past it from L2.
 template <class T>
 void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a,
-                  const T* packed_b, T beta, T* C, int64_t ldc) {
+                  const T* packed_b, T beta, T* C, int64_t c_rs, int64_t c_cs) {
   constexpr int MR = Blocking<T>::kMR;
   constexpr int NR = Blocking<T>::kNR;
   alignas(64) T ab[MR * NR];
@@ -234,66 +239,83 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
     const int64_t nr = std::min<int64_t>(NR, nc - jr);
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t mr = std::min<int64_t>(MR, mc - ir);
-      T* c = C + ir * ldc + jr;
+      T* c = C + ir * c_rs + jr * c_cs;
       // Ask for the C tile now; it arrives from L2/L3 while the micro-kernel computes.
-      for (int64_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * ldc, 1);
-      micro_kernel(kc, packed_a + ir * kc, packed_b + jr * kc, ab);
-      // Edge tiles were computed in full on zero padding; only mr x nr of it is real.
-      update_tile(mr, nr, ab, NR, alpha, beta, c, ldc);
+      for (int64_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * c_rs, 1);
+      const T* a = packed_a + ir * kc;
+      const T* b = packed_b + jr * kc;
+      if (mr == MR && nr == NR && c_cs == 1) {
+        micro_kernel(kc, a, b, alpha, beta, c, c_rs);
+      } else {
+        // An edge tile (computed in full on the zero padding, of which only mr x nr is
+        // real) or a transposed C: compute into `ab`, then update C element by element.
+        micro_kernel(kc, a, b, T(1), T(0), ab, NR);
+        update_tile(mr, nr, ab, NR, alpha, beta, c, c_rs, c_cs);
+      }
     }
   }
 }
 
-}  // namespace
-
+// Scratch memory for packed panels, kept per thread from one call to the next: a
+// convolution runs one GEMM per image, thousands per training step, and allocating and
+// zero-filling fresh buffers each time cost more than the smallest of those products.
 template <class T>
-void gemm(int64_t M, int64_t N, int64_t K, T alpha,
-          const T* A, int64_t a_row_stride, int64_t a_col_stride,
-          const T* B, int64_t b_row_stride, int64_t b_col_stride,
-          T beta, T* C, int64_t c_row_stride) {
+T* scratch(std::vector<T>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// The number of threads a GEMM may use: all of OpenMP's, unless it is already running
+// inside a parallel region (a convolution's per-image shares), where it runs alone.
+int gemm_threads() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// The blocked algorithm of the file comment, for C whose element (i, j) is
+// C[i * c_rs + j * c_cs].
+template <class T>
+void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t a_row_stride,
+                  int64_t a_col_stride, const T* B, int64_t b_row_stride, int64_t b_col_stride,
+                  T beta, T* C, int64_t c_rs, int64_t c_cs) {
   constexpr int MR = Blocking<T>::kMR;
   constexpr int NR = Blocking<T>::kNR;
   constexpr int64_t MC = Blocking<T>::kMC;
   constexpr int64_t KC = Blocking<T>::kKC;
   constexpr int64_t NC = Blocking<T>::kNC;
 
-  if (M <= 0 || N <= 0) return;
-  // Nothing to multiply: the product is zero, so only the beta * C part remains.
-  if (K <= 0 || alpha == T(0)) {
-    scale_c(M, N, beta, C, c_row_stride);
-    return;
-  }
-  if (M * N * K < kSmallProblem) {
-    gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
-                b_col_stride, beta, C, c_row_stride);
-    return;
-  }
-
   // Split the M rows into blocks of at most MC rows, and into a multiple of the thread
   // count so that on an idle machine every thread gets the same number of equally tall
   // blocks. E.g. with 2 threads M = 2048 becomes 16 blocks of 128 rows, 8 per thread,
   // rather than 14 blocks of 144 plus one of 32 (8 blocks for one thread, 7 for the other).
-  const int threads = max_threads();
+  const int threads = gemm_threads();
   int64_t row_blocks = round_up(ceil_div(M, MC), threads);
   row_blocks = std::min(row_blocks, ceil_div(M, MR));
   const int64_t mc_max = round_up(ceil_div(M, row_blocks), MR);
   row_blocks = ceil_div(M, mc_max);
 
-  const int64_t kc_max = std::min(KC, K);
+  // K in slices of at most KC, all about the same length: K = 288 becomes 144 + 144 rather
+  // than 256 + 32, whose second pass over C would do little arithmetic for its memory traffic.
+  const int64_t kc_max = ceil_div(K, ceil_div(K, KC));
   const int64_t nc_max = std::min(NC, round_up(N, NR));
 
   // One packed B block shared by all threads: it is the big one (up to KC x NC), it lives
   // in the shared L3, and packing it once avoids every thread re-reading B from memory.
-  std::vector<T> packed_b(kc_max * nc_max);
+  static thread_local std::vector<T> packed_b_buffer;
+  T* const packed_b = scratch(packed_b_buffer, kc_max * nc_max);
 
-#pragma omp parallel
+#pragma omp parallel num_threads(threads) if (threads > 1)
   {
     // Each thread packs its own A blocks into a private buffer that stays in its own L2.
-    std::vector<T> packed_a(mc_max * kc_max);
+    static thread_local std::vector<T> packed_a_buffer;
+    T* const packed_a = scratch(packed_a_buffer, mc_max * kc_max);
     for (int64_t jc = 0; jc < N; jc += NC) {
       const int64_t nc = std::min(NC, N - jc);
-      for (int64_t pc = 0; pc < K; pc += KC) {
-        const int64_t kc = std::min(KC, K - pc);
+      for (int64_t pc = 0; pc < K; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, K - pc);
         // Only the first slice of K sees the caller's beta; later slices accumulate.
         const T beta_here = pc == 0 ? beta : T(1);
 
@@ -303,7 +325,7 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
         for (int64_t jr = 0; jr < nc; jr += NR) {
           pack_b_panel(std::min<int64_t>(NR, nc - jr), kc,
                        B + pc * b_row_stride + (jc + jr) * b_col_stride, b_row_stride,
-                       b_col_stride, packed_b.data() + jr * kc);
+                       b_col_stride, packed_b + jr * kc);
         }
 
         // Each thread takes whole row blocks: pack that slice of A, then multiply. Blocks
@@ -315,12 +337,52 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
           const int64_t ic = block * mc_max;
           const int64_t mc = std::min(mc_max, M - ic);
           pack_a(mc, kc, A + ic * a_row_stride + pc * a_col_stride, a_row_stride,
-                 a_col_stride, packed_a.data());
-          macro_kernel(mc, nc, kc, alpha, packed_a.data(), packed_b.data(), beta_here,
-                       C + ic * c_row_stride + jc, c_row_stride);
+                 a_col_stride, packed_a);
+          macro_kernel(mc, nc, kc, alpha, packed_a, packed_b, beta_here,
+                       C + ic * c_rs + jc * c_cs, c_rs, c_cs);
         }
       }
     }
+  }
+}
+
+// How many multiply-adds the tiles compute for an M x N product, zero padding included.
+template <class T>
+int64_t padded_work(int64_t M, int64_t N) {
+  return round_up(M, Blocking<T>::kMR) * round_up(N, Blocking<T>::kNR);
+}
+
+}  // namespace
+
+template <class T>
+void gemm(int64_t M, int64_t N, int64_t K, T alpha,
+          const T* A, int64_t a_row_stride, int64_t a_col_stride,
+          const T* B, int64_t b_row_stride, int64_t b_col_stride,
+          T beta, T* C, int64_t c_row_stride) {
+  if (M <= 0 || N <= 0) return;
+  // Nothing to multiply: the product is zero, so only the beta * C part remains.
+  if (K <= 0 || alpha == T(0)) {
+    scale_c(M, N, beta, C, c_row_stride);
+    return;
+  }
+  if (M * N * K < kSmallProblem) {
+    gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
+                b_col_stride, beta, C, c_row_stride);
+    return;
+  }
+  // A product much narrower than a tile (a 32 x 9 weight gradient, NR = 32) would spend most
+  // of every tile's arithmetic on zero padding. C^T = B^T A^T has the same elements, each
+  // summed in the same order, so where it pads less we compute that instead: A and B swap
+  // places with their strides swapped, and C is written transposed. (Only where there are
+  // enough rows of C^T to give every thread a row block.)
+  const bool transpose = padded_work<T>(N, M) * 4 < padded_work<T>(M, N) * 3 &&
+                         ceil_div(N, Blocking<T>::kMR) >= gemm_threads();
+  if (transpose) {
+    gemm_blocked(N, M, K, alpha, B, b_col_stride, b_row_stride, A, a_col_stride, a_row_stride,
+                 beta, C, int64_t(1), c_row_stride);
+  } else {
+    gemm_blocked(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride,
+                 beta, C, c_row_stride, int64_t(1));
   }
 }
 

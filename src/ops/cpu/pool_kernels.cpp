@@ -105,9 +105,11 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const
     T* gi = grad_input.data_ptr<T>();  // gi: (N, C, H, W)
 
     // Each output's gradient goes to the input element that was its maximum; where windows
-    // overlap one input may have won several times and collects every share.
+    // overlap one input may have won several times and collects every share. Each plane is
+    // zeroed just before, while it is in cache, rather than all of grad_input in a pass of its own.
 #pragma omp parallel for schedule(static) if (grad_input.numel() >= kParallelGrain)
     for (int64_t p = 0; p < planes; ++p) {
+      std::fill(gi + p * in_plane, gi + (p + 1) * in_plane, T(0));
       for (int64_t j = 0; j < out_plane; ++j) gi[p * in_plane + idx[p * out_plane + j]] += go[p * out_plane + j];
     }
   });

@@ -19,7 +19,8 @@ void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
-/// grad_input: (N, C, H, W), contiguous and zero-filled by the caller.
+/// grad_input: (N, C, H, W), contiguous; it is overwritten (zero where no window took its
+/// maximum).
 void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu

@@ -111,6 +111,8 @@ void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const
       make_strided_offsets<1>("max_pool2d backward", grad_output.shape(), {grad_output.strides()}, {0});
   dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // Inputs that won no window get no gradient: start from zeros.
+    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(grad_input.data_ptr<T>(), 0, grad_input.numel() * sizeof(T), stream));
     max_pool2d_backward_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
         grad_output.data_ptr<T>(), go_at, indices.data_ptr<int64_t>(), out_plane, in_plane, grad_input.data_ptr<T>(),
         total);

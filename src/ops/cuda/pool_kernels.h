@@ -21,7 +21,7 @@ LOCKSTEP_CUDA_FN(void max_pool2d_forward(const Tensor& input, int64_t kernel_siz
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
-/// grad_input: (N, C, H, W), contiguous and zero-filled by the caller. Where windows overlap
+/// grad_input: (N, C, H, W), contiguous; it is overwritten. Where windows overlap
 /// (stride < kernel_size), the shares an input element collects are added atomically, in an
 /// order that may vary between runs (last-bit differences); otherwise the result is exact.
 LOCKSTEP_CUDA_FN(void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input))
