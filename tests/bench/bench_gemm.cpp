@@ -1,5 +1,6 @@
 /// \file
-/// Benchmark of the CPU GEMM (src/ops/cpu/gemm.cpp): square float C = A * B.
+/// Benchmark of the CPU GEMM (src/ops/cpu/gemm.cpp): square float C = A * B, and the small,
+/// far from square products one training step of chapter 2's CNN makes.
 ///
 /// How to read it: each row is one size `n` (C is n x n, 2 * n^3 flops per call) and one
 /// thread count `threads`. The `GFLOP/s` column is the useful number; times are wall-clock
@@ -28,32 +29,42 @@
 
 namespace {
 
-// Arguments: {n, threads}.
-void BM_SgemmSquare(benchmark::State& state) {
-  const int64_t n = state.range(0);
+// Times C = A * B + beta * C for an M x N x K product on `threads` threads and reports GFLOP/s.
+// A is a row-major (M, K) matrix, or with `transpose_a` the transpose of a row-major (K, M)
+// one, which is how a caller passes A^T; B likewise.
+void time_gemm(benchmark::State& state, int64_t M, int64_t N, int64_t K, bool transpose_a,
+               bool transpose_b, float beta, int threads) {
 #ifdef _OPENMP
   const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(static_cast<int>(state.range(1)));
+  omp_set_num_threads(threads);
 #endif
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> a(n * n), b(n * n), c(n * n);
+  std::vector<float> a(M * K), b(K * N), c(M * N, 0.0f);
   for (float& x : a) x = dist(rng);
   for (float& x : b) x = dist(rng);
+  const int64_t a_rs = transpose_a ? 1 : K, a_cs = transpose_a ? M : 1;
+  const int64_t b_rs = transpose_b ? 1 : N, b_cs = transpose_b ? K : 1;
 
   for (auto _ : state) {
-    lockstep::cpu::gemm<float>(n, n, n, 1.0f, a.data(), n, 1, b.data(), n, 1, 0.0f,
-                               c.data(), n);
+    lockstep::cpu::gemm<float>(M, N, K, 1.0f, a.data(), a_rs, a_cs, b.data(), b_rs, b_cs, beta,
+                               c.data(), N);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
   // kIsRate divides by the elapsed time; the factor 1e-9 turns flop/s into GFLOP/s.
   state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(n) * n * n * 1e-9 * static_cast<double>(state.iterations()),
+      2.0 * static_cast<double>(M) * N * K * 1e-9 * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
 #ifdef _OPENMP
   omp_set_num_threads(saved_threads);
 #endif
+}
+
+// Arguments: {n, threads}.
+void BM_SgemmSquare(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  time_gemm(state, n, n, n, false, false, 0.0f, static_cast<int>(state.range(1)));
 }
 
 BENCHMARK(BM_SgemmSquare)
@@ -61,5 +72,26 @@ BENCHMARK(BM_SgemmSquare)
     ->ArgsProduct({{256, 512, 1024, 2048}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// The products of chapter 2's CNN, on one thread, with the layouts its layers pass (a 1
+// transposes that operand) and beta = 1 as the convolutions use it: per image for the
+// convolutions (1 -> 32 channels on 28 x 28, then 32 -> 64 on 13 x 13, 3 x 3 kernels), and
+// once per batch of 64 for the first linear layer. Arguments: {M, N, K, transpose A,
+// transpose B}. Their GFLOP/s show what small shapes cost: a K of 9 leaves little arithmetic
+// to pay for packing and for writing C.
+void BM_SgemmCnnShape(benchmark::State& state) {
+  time_gemm(state, state.range(0), state.range(1), state.range(2), state.range(3) != 0,
+            state.range(4) != 0, 1.0f, 1);
+}
+
+BENCHMARK(BM_SgemmCnnShape)
+    ->ArgNames({"M", "N", "K", "tA", "tB"})
+    ->Args({32, 676, 9, 0, 0})     // conv1 forward: W (32, 9) . cols (9, 676)
+    ->Args({32, 9, 676, 0, 1})     // conv1 weight gradient: dy (32, 676) . cols^T
+    ->Args({64, 121, 288, 0, 0})   // conv2 forward
+    ->Args({64, 288, 121, 0, 1})   // conv2 weight gradient
+    ->Args({288, 121, 64, 1, 0})   // conv2 input gradient: W^T (288, 64) . dy (64, 121)
+    ->Args({64, 128, 1600, 0, 1})  // linear 1600 -> 128 forward: x . W^T
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -22,7 +22,9 @@ namespace lockstep::cpu {
  * When `beta == 0`, C is write-only: it is never read, so it may hold garbage or NaN.
  * When `K == 0` (or `alpha == 0`), A and B are not read and the result is `beta * C`.
  * Large problems run on the OpenMP thread pool (`omp_set_num_threads` decides how many
- * threads); small ones use a simple single-threaded loop.
+ * threads), or on the calling thread alone when it is already inside a parallel region;
+ * small ones use a simple single-threaded loop. Packing buffers are kept per thread between
+ * calls.
  * Instantiated for `float` and `double`.
  *
  * \param M            Rows of A and C.
