@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "core/tensor.h"
 
@@ -46,17 +47,17 @@ void coalesce_dims(Shape& shape, std::array<Shape, N>& strides) {
   for (size_t k = 0; k < N; ++k) strides[k].assign(merged_strides[k].rbegin(), merged_strides[k].rend());
 }
 
-/// Calls `row(base, n, step)` once per piece of each innermost row of `shape` (after
-/// coalesce_dims), where `base[k]` is operand k's element offset at the piece's start and
-/// `step[k]` its stride along the row. Operand k walks with `strides[k]` (0 for a broadcast
-/// dimension). Pieces cover the rows in order, each at most kRowPiece long, and may run
-/// concurrently.
+/// Calls `row(base, n, step)` once per piece of each innermost row of `shape`, whose
+/// dimensions coalesce_dims has already merged, where `base[k]` is operand k's element offset
+/// at the piece's start and `step[k]` its stride along the row. Operand k walks with
+/// `strides[k]` (0 for a broadcast dimension). Pieces cover the rows in order, each at most
+/// kRowPiece long, and may run concurrently. A caller that walks many slices of one layout
+/// (a sum, one slice per output) merges once and calls this for each.
 template <size_t N, class RowFn>
-void for_each_row(Shape shape, std::array<Shape, N> strides, const std::array<int64_t, N>& offsets,
-                  RowFn&& row) {
+void for_each_coalesced_row(const Shape& shape, const std::array<Shape, N>& strides,
+                            const std::array<int64_t, N>& offsets, RowFn&& row) {
   const int64_t numel = shape_numel(shape);
   if (numel == 0) return;
-  coalesce_dims(shape, strides);
   const int64_t dims = static_cast<int64_t>(shape.size());
   // A single element (every dimension of size 1) is one row of one element.
   const int64_t inner = dims == 0 ? 1 : shape[dims - 1];
@@ -83,6 +84,15 @@ void for_each_row(Shape shape, std::array<Shape, N> strides, const std::array<in
     for (size_t k = 0; k < N; ++k) base[k] += start * step[k];
     row(base, std::min(kRowPiece, inner - start), step);
   }
+}
+
+/// for_each_coalesced_row over any layout: merges the dimensions first (coalesce_dims), so a
+/// dense tensor is walked as one row.
+template <size_t N, class RowFn>
+void for_each_row(Shape shape, std::array<Shape, N> strides, const std::array<int64_t, N>& offsets,
+                  RowFn&& row) {
+  coalesce_dims(shape, strides);
+  for_each_coalesced_row(shape, strides, offsets, std::forward<RowFn>(row));
 }
 
 }  // namespace lockstep

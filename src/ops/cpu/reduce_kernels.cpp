@@ -49,11 +49,9 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
   const int64_t outputs = shape_numel(kept_shape);
   const int64_t slice = shape_numel(red_shape);
   // E.g. a bias gradient, dy (N, C, H, W) summed over {0, 2, 3}: its slices walk (N, H * W).
-  {
-    std::array<Shape, 1> strides{red_strides};
-    coalesce_dims(red_shape, strides);
-    red_strides = strides[0];
-  }
+  // Merged once here, walked once per output below.
+  std::array<Shape, 1> red_walk{red_strides};
+  coalesce_dims(red_shape, red_walk);
   const Shape kept_index_strides = contiguous_strides(kept_shape);
 
   dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
@@ -68,9 +66,9 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
     // Sum one output's slice, starting at element offset `base` of the input.
     auto sum_slice = [&](int64_t base) {
       Acc total = 0;
-      // A small slice: one thread walks it (for_each_row stays serial below the grain).
+      // A small slice: one thread walks it (the loop stays serial below the grain).
       if (slice < kParallelGrain) {
-        for_each_row<1>(red_shape, {red_strides}, {base}, [&](std::array<int64_t, 1> b, int64_t n, std::array<int64_t, 1> s) {
+        for_each_coalesced_row<1>(red_shape, red_walk, {base}, [&](std::array<int64_t, 1> b, int64_t n, std::array<int64_t, 1> s) {
           total += sum_strided<Acc>(in + b[0], n, s[0]);
         });
         return total;
@@ -78,12 +76,12 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
       // A large slice: the threads split its rows and add their partial sums.
       const int64_t inner = red_shape.empty() ? 1 : red_shape.back();
       const int64_t rows = slice / inner;
-      const int64_t inner_stride = red_strides.empty() ? 0 : red_strides.back();
+      const int64_t inner_stride = red_walk[0].empty() ? 0 : red_walk[0].back();
 #pragma omp parallel for reduction(+ : total) schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         int64_t offset = base, rest = r;
         for (int64_t d = static_cast<int64_t>(red_shape.size()) - 2; d >= 0; --d) {
-          offset += (rest % red_shape[d]) * red_strides[d];
+          offset += (rest % red_shape[d]) * red_walk[0][d];
           rest /= red_shape[d];
         }
         total += sum_strided<Acc>(in + offset, inner, inner_stride);
