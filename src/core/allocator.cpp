@@ -1,18 +1,83 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "core/cuda_memory.h"
 #include "core/error.h"
 
 namespace lockstep {
 
+size_t size_class(size_t nbytes) {
+  constexpr size_t kSmallQuantum = 512;               // up to 1 MiB: 512-byte steps
+  constexpr size_t kLargeThreshold = size_t(1) << 20;  // 1 MiB
+  constexpr size_t kLargeQuantum = size_t(2) << 20;    // above: 2 MiB steps
+  const size_t quantum = nbytes <= kLargeThreshold ? kSmallQuantum : kLargeQuantum;
+  return (std::max<size_t>(nbytes, 1) + quantum - 1) / quantum * quantum;
+}
+
 namespace {
+
+// Why large blocks are kept: glibc gives a block this large its own mapping from the kernel (or
+// takes it from the top of the heap), and on free() hands the pages straight back. The next
+// training step asks for the same sizes again, and the kernel must find, zero and map every
+// page anew, one page fault per 4 KiB: several MB per step of chapter 2's CNN, most of it
+// activations written once and read once. Smaller blocks come from malloc's own free lists,
+// which reuse them without the kernel, so they are left to it.
+constexpr size_t kCachedFrom = size_t(128) << 10;  // 128 KiB, glibc's default mmap threshold
 
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    if (nbytes < kCachedFrom) return allocate_from_malloc(nbytes);
+    // A cached block of this size class: take it back (after the first step, always).
+    const size_t size = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& free_list = free_blocks_[size];
+      if (!free_list.empty()) {
+        void* ptr = free_list.back();
+        free_list.pop_back();
+        cached_bytes_ -= size;
+        return ptr;
+      }
+    }
+    return allocate_from_malloc(size);
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (nbytes < kCachedFrom) {
+      std::free(ptr);
+      return;
+    }
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_blocks_[size].push_back(ptr);
+    cached_bytes_ += size;
+  }
+
+  Device device() const override { return Device::cpu(); }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_blocks_) {
+      for (void* ptr : blocks) std::free(ptr);
+    }
+    free_blocks_.clear();
+    cached_bytes_ = 0;
+  }
+
+ private:
+  static void* allocate_from_malloc(size_t nbytes) {
     // aligned_alloc wants a size that is a multiple of the alignment (and > 0 to be unique).
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* ptr = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
@@ -21,16 +86,25 @@ class CpuAllocator final : public Allocator {
     }
     return ptr;
   }
-  void deallocate(void* ptr, size_t /*nbytes*/) override { std::free(ptr); }
-  Device device() const override { return Device::cpu(); }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_;  // size class -> cached blocks
+  size_t cached_bytes_ = 0;
 };
+
+CpuAllocator& cpu_allocator_instance() {
+  // Never destroyed: tensors in static storage may still free their blocks at exit.
+  static auto* allocator = new CpuAllocator();
+  return *allocator;
+}
 
 }  // namespace
 
-Allocator& cpu_allocator() {
-  static CpuAllocator allocator;
-  return allocator;
-}
+Allocator& cpu_allocator() { return cpu_allocator_instance(); }
+
+size_t cpu_cached_bytes() { return cpu_allocator_instance().cached_bytes(); }
+
+void cpu_empty_cache() { cpu_allocator_instance().empty_cache(); }
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
