@@ -107,7 +107,7 @@ clean:
 GPU_DEPS := libcli11-dev nlohmann-json3-dev libstb-dev libgtest-dev libbenchmark-dev libbenchmark1debian \
   zlib1g-dev dataset-fashion-mnist
 gpu-deps:
-	@mkdir -p .deps/debs .deps/root
+	@rm -rf .deps/debs && mkdir -p .deps/debs .deps/root
 	@cd .deps/debs && apt-get download $(GPU_DEPS)
 	@for deb in .deps/debs/*.deb; do dpkg -x $$deb .deps/root; done
 	@echo "Unpacked into .deps/root: $(GPU_DEPS)"

@@ -19,9 +19,10 @@ LOCKSTEP_CUDA_FN(void axpy_kernel(double alpha, const Tensor& src, const Tensor&
 LOCKSTEP_CUDA_FN(void scale_kernel(double value, const Tensor& dst))
 /// Copies the bytes of contiguous `src` into contiguous `dst` (same dtype and numel) when at
 /// least one is on a GPU: host to device, device to host, or device to device. The copy is
-/// queued on the GPU's current stream; unless `non_blocking`, the call returns only when the
-/// data has arrived. A non-blocking copy from or to pinned memory lets the CPU run ahead; from
-/// pageable memory CUDA itself makes the host wait while it stages the data.
+/// queued on the GPU's current stream. A copy to or from the host returns, unless
+/// `non_blocking`, only when the data has arrived; a non-blocking one from or to pinned memory
+/// lets the CPU run ahead, while from pageable memory CUDA itself makes the host wait while it
+/// stages the data. A copy between GPUs never waits: both GPUs' streams are ordered around it.
 LOCKSTEP_CUDA_FN(void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blocking))
 
 }  // namespace lockstep::cuda

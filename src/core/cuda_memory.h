@@ -8,7 +8,9 @@
 /// nothing from the driver at all. Reuse is safe without events because free lists are kept
 /// per stream: a block freed by the host is reused only by work on the stream it was allocated
 /// for, queued after the work that last used it there. (A tensor also used on another stream,
-/// as chapter 3's replicas do, must stay alive until that stream is done with it.)
+/// as chapter 3's replicas do, must stay alive until that stream is done with it.) Setting
+/// LOCKSTEP_NO_CUDA_MEMORY_CACHING=1 turns the cache off, so that compute-sanitizer sees every
+/// tensor's exact bounds (PyTorch: PYTORCH_NO_CUDA_MEMORY_CACHING=1).
 ///
 /// Pinned (page-locked) host memory is what makes host-to-device copies fast and truly
 /// asynchronous; pin_memory() takes it from a second caching allocator, which reuses a block

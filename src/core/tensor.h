@@ -153,7 +153,9 @@ class Tensor {
   /// A copy on `device` (this tensor if it is already there; differentiable). Unlike
   /// Module::to, the original is left where it was. With `non_blocking`, a copy from pinned
   /// memory to a GPU (or from a GPU) is only queued on the GPU's stream and the call returns at
-  /// once, as in PyTorch; the result is safe to use in later GPU work, which runs after it.
+  /// once, as in PyTorch; the result is safe to use in later GPU work, which runs after it. A
+  /// copy from one GPU to another never makes the host wait, `non_blocking` or not (as in
+  /// PyTorch): the streams of both GPUs order it.
   Tensor to(Device device, bool non_blocking = false) const;
   /// A contiguous copy in pinned (page-locked) host memory, from which GPU copies are faster
   /// and can be asynchronous (this tensor if it is already pinned). Needs a CUDA build.

@@ -4,9 +4,11 @@
 # benchmarks, and PyTorch on the same GPU for comparison. Usage:
 #   tests/gpu/check_on_gpu.sh LOGDIR [STEP...]   (or: make gpu-check GPU_LOGS=LOGDIR GPU_STEPS="...")
 # Writes LOGDIR/gpu-check.log (every step's output) and LOGDIR/summary.txt (one line per step
-# with its exit status). Steps go on after a failure, so one run shows everything. Naming
-# steps runs only those (after configure and build, which are quick once built), so the whole
-# check can be split over several shorter runs; `--list` prints the step names.
+# with its exit status). Steps go on after a failure, so one run shows everything, and the script
+# exits 1 if any failed; a failed configure or build stops it at once (the steps after would
+# run an older build). Naming steps runs only those (after configure and build, which are
+# quick once built), so the whole check can be split over several shorter runs; `--list`
+# prints the step names, and a name not among them is refused.
 # Dependencies missing on the machine are taken from .deps/root if it exists (make gpu-deps).
 set -u
 LOGDIR=${1:-build/gpu-logs}
@@ -18,9 +20,15 @@ JOBS=$(nproc)
 LOG="$LOGDIR/gpu-check.log"
 SUMMARY="$LOGDIR/summary.txt"
 if [ "$LOGDIR" != --list ]; then
+  # A misspelt step would otherwise be skipped silently.
+  KNOWN=" $(bash "$0" --list | tr '\n' ' ') "
+  for name in "$@"; do
+    [[ "$KNOWN" == *" $name "* ]] || { echo "check_on_gpu.sh: no step named '$name'; the steps are:$KNOWN" >&2; exit 2; }
+  done
   : >"$LOG"
   : >"$SUMMARY"
 fi
+FAILED=""
 
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release)
 # GPU_CUDA_ARCH=90 builds for the one GPU at hand only, which compiles faster.
@@ -46,18 +54,33 @@ step() {
   "$@" >>"$LOG" 2>&1
   local status=$?
   printf '%-22s exit %3d  %4ds\n' "$name" "$status" $((SECONDS - start)) | tee -a "$SUMMARY"
+  [ $status = 0 ] || FAILED="$FAILED $name"
+  return $status
+}
+
+# Configure must find nvcc: without it CMake quietly builds for the CPU only, and every GPU
+# test would then report itself skipped.
+configure_with_cuda() {
+  cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}" | tee "$LOGDIR/configure.txt" && grep -q "CUDA backend enabled" "$LOGDIR/configure.txt"
 }
 
 TRAIN=(--model cnn --epochs 2 --batch-size 64 --lr 0.05)
 step gpu_info nvidia-smi
-step configure cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}"
-step build cmake --build "$BUILD" -j "$JOBS"
+step configure configure_with_cuda || exit 1
+step build cmake --build "$BUILD" -j "$JOBS" || exit 1
 step gpu_tests "$BUILD/tests/gpu_tests"
 # compute-sanitizer over the whole binary, in two steps that can go to separate runs: the
 # training tests launch tens of thousands of kernels, each slowed down by the instrumentation.
+# The caching allocator is off for them, so that every tensor has its exact bounds and a freed
+# block is really gone; the allocator's own tests, which check its caching, ran above.
 LONG_TESTS="TrainingGpu.*:DataParallelCuda.ResNet*"
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests" --gtest_filter="-$LONG_TESTS"
-step memcheck_training compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests" --gtest_filter="$LONG_TESTS"
+MEMCHECK=(env LOCKSTEP_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests")
+step memcheck "${MEMCHECK[@]}" --gtest_filter="-$LONG_TESTS:CachingAllocator.*"
+step memcheck_training "${MEMCHECK[@]}" --gtest_filter="$LONG_TESTS"
+# The kernels that share memory between the threads of a block: reductions, softmax, batch
+# norm, the teaching GEMM.
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/gpu_tests" \
+  --gtest_filter="GpuReduce*:GpuMax*:GpuSoftmax*:GpuLoss*:BatchNormGpu*:GpuMatmul*"
 step unit_tests "$BUILD/tests/unit_tests"
 step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
@@ -115,4 +138,10 @@ nccl_refused_for_two_ranks_on_one_gpu() {
 step chapter4_nccl_2_refused nccl_refused_for_two_ranks_on_one_gpu
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
-[ "$LOGDIR" = --list ] || echo "Log: $LOG"
+[ "$LOGDIR" = --list ] && exit 0
+echo "Log: $LOG"
+if [ -n "$FAILED" ]; then
+  echo "Failed:$FAILED" | tee -a "$SUMMARY"
+  exit 1
+fi
+echo "Every step passed." | tee -a "$SUMMARY"

@@ -1,10 +1,11 @@
 // The caching allocator behind every CUDA tensor (see core/cuda_memory.h for why it exists),
 // and the caching allocator of pinned host memory.
 //
-// Requests are rounded up to a size class: multiples of 512 bytes up to 1 MiB, multiples of
-// 2 MiB above. A freed block goes onto its class's free list; an allocation first looks there.
-// Only when the list is empty does it call cudaMalloc, and if the GPU is full it returns every
-// cached block to the driver and tries once more before reporting out-of-memory.
+// Requests are rounded up to a size class (lockstep::size_class, as on the CPU: multiples of
+// 512 bytes up to 1 MiB, multiples of 2 MiB above). A freed block goes onto its class's free
+// list; an allocation first looks there. Only when the list is empty does it call cudaMalloc,
+// and if the GPU is full it returns every cached block to the driver and tries once more
+// before reporting out-of-memory.
 //
 // Free lists are kept per stream: a block is only reused by work on the stream it was
 // allocated for, whose order makes the reuse safe. (A tensor used on a second stream must be
@@ -16,10 +17,13 @@
 // must keep that rule.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -33,35 +37,28 @@ namespace lockstep::cuda {
 
 namespace {
 
-constexpr size_t kSmallQuantum = 512;               // small blocks: 512-byte steps
-constexpr size_t kLargeThreshold = size_t(1) << 20;  // 1 MiB
-constexpr size_t kLargeQuantum = size_t(2) << 20;    // large blocks: 2 MiB steps
-
-size_t size_class(size_t nbytes) {
-  const size_t quantum = nbytes <= kLargeThreshold ? kSmallQuantum : kLargeQuantum;
-  return (std::max<size_t>(nbytes, 1) + quantum - 1) / quantum * quantum;
-}
-
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// LOCKSTEP_NO_CUDA_MEMORY_CACHING=1 (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING) turns the cache
+// off: every block has exactly the size asked for and goes back to cudaFree when its tensor
+// dies. Far slower, but compute-sanitizer then sees each tensor's own bounds, and a use after
+// free, which a reused or rounded-up block would hide from it. The GPU check runs memcheck so.
+bool caching_enabled() {
+  const char* value = std::getenv("LOCKSTEP_NO_CUDA_MEMORY_CACHING");
+  return value == nullptr || std::string(value) != "1";
+}
 
 class CachingAllocator final : public Allocator {
  public:
-  explicit CachingAllocator(int index) : device_(Device::cuda(index)) {}
+  explicit CachingAllocator(int index) : device_(Device::cuda(index)), caching_(caching_enabled()) {}
 
   void* allocate(size_t nbytes) override {
-    const size_t size = size_class(nbytes);
+    const size_t size = block_size(nbytes);
     const cudaStream_t stream = stream_for(device_);
     std::lock_guard<std::mutex> lock(mutex_);
     // A cached block of this class: reuse it (the common case after the first training step).
-    auto& free_list = free_blocks_[{stream, size}];
-    void* ptr = nullptr;
-    if (!free_list.empty()) {
-      ptr = free_list.back();
-      free_list.pop_back();
-      ++stats_.cache_hits;
-    } else {
-      ptr = allocate_from_driver(size);
-    }
+    void* ptr = caching_ ? take_cached(stream, size) : nullptr;
+    if (ptr == nullptr) ptr = allocate_from_driver(size);
     block_stream_[ptr] = stream;
     stats_.allocated_bytes += static_cast<int64_t>(size);
     stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
@@ -69,14 +66,18 @@ class CachingAllocator final : public Allocator {
   }
 
   void deallocate(void* ptr, size_t nbytes) override {
-    const size_t size = size_class(nbytes);
+    const size_t size = block_size(nbytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    // Keep the block: work already queued on the stream may still read it, and any later user
-    // of the block is queued after that work on the same stream.
     const auto owner = block_stream_.find(ptr);
     LOCKSTEP_CHECK(owner != block_stream_.end(), "CUDA caching allocator: ", device_,
                    " was asked to free a pointer it did not hand out, or one already freed");
-    free_blocks_[{owner->second, size}].push_back(ptr);
+    // Keep the block: work already queued on the stream may still read it, and any later user
+    // of the block is queued after that work on the same stream.
+    if (caching_) {
+      free_blocks_[{owner->second, size}].push_back(ptr);
+    } else {
+      free_to_driver(ptr, size);
+    }
     block_stream_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);
   }
@@ -122,20 +123,38 @@ class CachingAllocator final : public Allocator {
     return ptr;
   }
 
-  // Called with the mutex held. cudaFree waits for the device, so finish queued work first.
-  void release_cached() {
+  // The bytes a request really takes: its size class, or, without caching, exactly the request.
+  size_t block_size(size_t nbytes) const { return caching_ ? size_class(nbytes) : std::max<size_t>(nbytes, 1); }
+
+  // Called with the mutex held: a cached block of `size` for `stream`, or null.
+  void* take_cached(cudaStream_t stream, size_t size) {
+    auto& free_list = free_blocks_[{stream, size}];
+    if (free_list.empty()) return nullptr;
+    void* ptr = free_list.back();
+    free_list.pop_back();
+    ++stats_.cache_hits;
+    return ptr;
+  }
+
+  // Called with the mutex held. Work still queued may use the block, so finish it first
+  // (cudaFree would wait for the device anyway).
+  void free_to_driver(void* ptr, size_t size) {
     DeviceGuard guard(device_);
     LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
+    LOCKSTEP_CUDA_CHECK(cudaFree(ptr));
+    stats_.reserved_bytes -= static_cast<int64_t>(size);
+  }
+
+  // Called with the mutex held.
+  void release_cached() {
     for (auto& [key, blocks] : free_blocks_) {
-      for (void* ptr : blocks) {
-        LOCKSTEP_CUDA_CHECK(cudaFree(ptr));
-        stats_.reserved_bytes -= static_cast<int64_t>(key.second);
-      }
+      for (void* ptr : blocks) free_to_driver(ptr, key.second);
       blocks.clear();
     }
   }
 
   const Device device_;
+  const bool caching_;  // false under LOCKSTEP_NO_CUDA_MEMORY_CACHING=1
   std::mutex mutex_;
   std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_blocks_;  // (stream, size class) -> cached
   std::unordered_map<void*, cudaStream_t> block_stream_;  // block handed out -> its stream
@@ -182,6 +201,8 @@ class PinnedAllocator final : public Allocator {
   void record_use(void* block, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (blocks_.count(block) == 0) return;  // not a block of this allocator
+    // A pinned tensor that lives long and is copied every step would pile up events otherwise.
+    copies_finished(block);
     cudaEvent_t event;
     LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     LOCKSTEP_CUDA_CHECK(cudaEventRecord(event, stream));
@@ -189,19 +210,21 @@ class PinnedAllocator final : public Allocator {
   }
 
  private:
-  // Called with the mutex held: whether every copy recorded on `block` is done (and forgets
-  // the events of those that are).
+  // Called with the mutex held: forgets the events of the copies on `block` that are done
+  // (copies on several streams may finish in any order), and says whether none is left.
   bool copies_finished(void* block) {
     auto found = pending_.find(block);
     if (found == pending_.end()) return true;
     auto& events = found->second;
-    while (!events.empty()) {
-      const cudaError_t status = cudaEventQuery(events.back());
+    const auto done = [](cudaEvent_t event) {
+      const cudaError_t status = cudaEventQuery(event);
       if (status == cudaErrorNotReady) return false;
       LOCKSTEP_CUDA_CHECK(status);
-      LOCKSTEP_CUDA_CHECK(cudaEventDestroy(events.back()));
-      events.pop_back();
-    }
+      LOCKSTEP_CUDA_CHECK(cudaEventDestroy(event));
+      return true;
+    };
+    events.erase(std::remove_if(events.begin(), events.end(), done), events.end());
+    if (!events.empty()) return false;
     pending_.erase(found);
     return true;
   }

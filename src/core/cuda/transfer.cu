@@ -1,8 +1,9 @@
 // Moving bytes between the CPU and a GPU, or between GPUs: cudaMemcpyAsync on the GPU's
 // current stream (the destination's for host-to-device and device-to-device copies, the
 // source's for device-to-host), so the copy runs after the kernels that produced the data and
-// before those that consume it. Unless the caller asked for a non-blocking copy, the host then
-// waits for the stream.
+// before those that consume it. When the copy reads or writes host memory the host then waits
+// for the stream, unless the caller asked for a non-blocking copy; a copy between GPUs is
+// ordered by the streams alone.
 //
 // Pinned versus pageable host memory: the GPU's copy engines can only read and write pinned
 // (page-locked) memory. A copy from pageable memory is first staged by the driver through a
@@ -39,10 +40,12 @@ void copy_between_devices(const Tensor& src, const Tensor& dst, bool non_blockin
   if (src.is_pinned()) record_pinned_use(src.storage()->data(), stream);
   if (dst.is_pinned()) record_pinned_use(dst.storage()->data(), stream);
   // A device-to-host copy into pageable memory must be complete before the host reads it, and
-  // so must any copy the caller wants finished; only copies that the stream orders (to a GPU,
-  // or into pinned memory on request) may be left running.
+  // so must a copy to or from host memory that the caller wants finished. A copy between GPUs
+  // touches no host memory: every later reader of either side is queued behind it, so the
+  // host need not wait (DataParallel's backward sends every parameter's gradient this way).
+  const bool host_memory = src.device().is_cpu() || dst.device().is_cpu();
   const bool host_reads_now = dst.device().is_cpu() && !dst.is_pinned();
-  if (!non_blocking || host_reads_now) LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host_reads_now || (host_memory && !non_blocking)) LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace lockstep::cuda
