@@ -5,8 +5,8 @@
 /// Both the CPU and the CUDA allocators cache: a freed block is kept on a free list for its
 /// size class and handed out again for the next request of that class, because a training
 /// step frees and reallocates the same sizes every iteration. On the CPU only blocks of
-/// 128 KiB and more are kept (smaller ones malloc already reuses well); they would otherwise
-/// go back to the kernel on every free and be page-faulted in again on every step.
+/// 128 KiB and more are kept (smaller ones malloc already reuses well); the largest would
+/// otherwise go back to the kernel on every free and be page-faulted in again on every batch.
 #pragma once
 
 #include <cstddef>
