@@ -12,9 +12,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <cstdio>
 #include <cstring>
-#include <exception>
 #include <vector>
 
 #include "core/cuda/check.cuh"
@@ -54,17 +52,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   throw Error("the NCCL backend got an unknown ReduceOp");
 }
 
-// Destructors must not throw: a failure while releasing is reported on stderr and otherwise
-// ignored (the program may be unwinding from an earlier error already).
-template <class Release>
-void release_quietly(const char* what, Release release) noexcept {
-  try {
-    release();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "lockstep: warning: %s failed: %s\n", what, e.what());
-  }
-}
-
 // One collective queued on the communication stream: the events that order it against the
 // caller's streams, and the tensors it reads and writes, kept alive until the Work is destroyed.
 class NcclWork : public Work {
@@ -78,7 +65,7 @@ class NcclWork : public Work {
   }
 
   ~NcclWork() override {
-    release_quietly("destroying an NCCL collective's events", [this] {
+    cuda::detail::release_quietly("destroying an NCCL collective's events", [this] {
       DeviceGuard guard(device_);
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(ready_));
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(done_));
@@ -121,7 +108,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       : ProcessGroup(rank, size), device_(device), comm_(comm), stream_(stream) {}
 
   ~ProcessGroupNCCL() override {
-    release_quietly("destroying the NCCL group", [this] {
+    cuda::detail::release_quietly("destroying the NCCL group", [this] {
       DeviceGuard guard(device_);
       // Collectives still queued use the communicator and the stream: let them finish first.
       LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -245,7 +232,8 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Proc
   try {
     LOCKSTEP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   } catch (...) {
-    release_quietly("destroying the NCCL communicator", [comm] { LOCKSTEP_NCCL_CHECK(ncclCommDestroy(comm)); });
+    cuda::detail::release_quietly("destroying the NCCL communicator",
+                                  [comm] { LOCKSTEP_NCCL_CHECK(ncclCommDestroy(comm)); });
     throw;
   }
   return std::make_shared<ProcessGroupNCCL>(rank, size, device, comm, stream);

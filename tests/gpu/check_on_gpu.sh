@@ -61,7 +61,11 @@ step() {
 # Configure must find nvcc: without it CMake quietly builds for the CPU only, and every GPU
 # test would then report itself skipped.
 configure_with_cuda() {
-  cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}" | tee "$LOGDIR/configure.txt" && grep -q "CUDA backend enabled" "$LOGDIR/configure.txt"
+  local output
+  output=$(cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}" 2>&1)
+  local status=$?
+  echo "$output"
+  [ $status = 0 ] && grep -q "CUDA backend enabled" <<<"$output"
 }
 
 TRAIN=(--model cnn --epochs 2 --batch-size 64 --lr 0.05)
@@ -74,7 +78,8 @@ step gpu_tests "$BUILD/tests/gpu_tests"
 # The caching allocator is off for them, so that every tensor has its exact bounds and a freed
 # block is really gone; the allocator's own tests, which check its caching, ran above.
 LONG_TESTS="TrainingGpu.*:DataParallelCuda.ResNet*"
-MEMCHECK=(env LOCKSTEP_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests")
+MEMCHECK=(env LOCKSTEP_NO_CUDA_MEMORY_CACHING=1
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/gpu_tests")
 step memcheck "${MEMCHECK[@]}" --gtest_filter="-$LONG_TESTS:CachingAllocator.*"
 step memcheck_training "${MEMCHECK[@]}" --gtest_filter="$LONG_TESTS"
 # The kernels that share memory between the threads of a block: reductions, softmax, batch

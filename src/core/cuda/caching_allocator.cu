@@ -76,7 +76,8 @@ class CachingAllocator final : public Allocator {
     if (caching_) {
       free_blocks_[{owner->second, size}].push_back(ptr);
     } else {
-      free_to_driver(ptr, size);
+      // Called from a tensor's destructor, which must not throw.
+      detail::release_quietly("freeing a CUDA block", [&] { free_to_driver(ptr, size); });
     }
     block_stream_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);

@@ -8,7 +8,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstring>
+#include <exception>
 
 #include "core/error.h"
 
@@ -31,6 +33,17 @@ inline void check_cublas(cublasStatus_t status, const char* call, const char* fi
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw Error(lockstep::detail::concat(source_path(file), ":", line, ": cuBLAS error ", cublasGetStatusName(status),
                                        " (", cublasGetStatusString(status), ") in ", call));
+}
+
+// Destructors must not throw: a failure while releasing is reported on stderr and otherwise
+// ignored (the program may be unwinding from an earlier error already).
+template <class Release>
+void release_quietly(const char* what, Release release) noexcept {
+  try {
+    release();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lockstep: warning: %s failed: %s\n", what, e.what());
+  }
 }
 
 }  // namespace lockstep::cuda::detail
