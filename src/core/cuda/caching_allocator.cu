@@ -77,7 +77,11 @@ class CachingAllocator final : public Allocator {
       free_blocks_[{owner->second, size}].push_back(ptr);
     } else {
       // Called from a tensor's destructor, which must not throw.
-      detail::release_quietly("freeing a CUDA block", [&] { free_to_driver(ptr, size); });
+      detail::release_quietly("freeing a CUDA block", [&] {
+        DeviceGuard guard(device_);
+        finish_queued_work();
+        free_to_driver(ptr, size);
+      });
     }
     block_stream_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);
@@ -137,17 +141,20 @@ class CachingAllocator final : public Allocator {
     return ptr;
   }
 
-  // Called with the mutex held. Work still queued may use the block, so finish it first
-  // (cudaFree would wait for the device anyway).
+  // Work still queued may use a block about to be freed: let the device finish it first
+  // (cudaFree would wait for it anyway). Called with this device current.
+  static void finish_queued_work() { LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+  // Called with the mutex held, this device current and its queued work finished.
   void free_to_driver(void* ptr, size_t size) {
-    DeviceGuard guard(device_);
-    LOCKSTEP_CUDA_CHECK(cudaDeviceSynchronize());
     LOCKSTEP_CUDA_CHECK(cudaFree(ptr));
     stats_.reserved_bytes -= static_cast<int64_t>(size);
   }
 
-  // Called with the mutex held.
+  // Called with the mutex held: one wait for the device, then every cached block goes back.
   void release_cached() {
+    DeviceGuard guard(device_);
+    finish_queued_work();
     for (auto& [key, blocks] : free_blocks_) {
       for (void* ptr : blocks) free_to_driver(ptr, key.second);
       blocks.clear();
