@@ -47,42 +47,66 @@ void coalesce_dims(Shape& shape, std::array<Shape, N>& strides) {
   for (size_t k = 0; k < N; ++k) strides[k].assign(merged_strides[k].rbegin(), merged_strides[k].rend());
 }
 
+/// The rows of a walk over `shape`, whose dimensions coalesce_dims has already merged, cut
+/// into pieces of at most kRowPiece elements, in order: the units that the threads share.
+/// Operand k walks with `strides[k]` (0 for a broadcast dimension) from `offsets[k]`.
+template <size_t N>
+class RowPieces {
+ public:
+  /// The pieces of `shape` walked with `strides` from `offsets` (all are referenced, not copied).
+  RowPieces(const Shape& shape, const std::array<Shape, N>& strides, const std::array<int64_t, N>& offsets)
+      : shape_(shape), strides_(strides), offsets_(offsets), numel_(shape_numel(shape)) {
+    const int64_t dims = static_cast<int64_t>(shape.size());
+    // A single element (every dimension of size 1) is one row of one element.
+    inner_ = dims == 0 ? 1 : shape[dims - 1];
+    rows_ = numel_ == 0 ? 0 : numel_ / inner_;
+    pieces_per_row_ = (inner_ + kRowPiece - 1) / kRowPiece;
+    for (size_t k = 0; k < N; ++k) step_[k] = dims == 0 ? 0 : strides[k][dims - 1];
+  }
+
+  /// Elements walked in all.
+  int64_t numel() const { return numel_; }
+  /// How many pieces there are.
+  int64_t count() const { return rows_ * pieces_per_row_; }
+  /// Each operand's stride along a row.
+  const std::array<int64_t, N>& step() const { return step_; }
+  /// Piece w's length; `base[k]` receives operand k's element offset at its start.
+  int64_t piece(int64_t w, std::array<int64_t, N>& base) const {
+    const int64_t start = (w % pieces_per_row_) * kRowPiece;
+    base = offsets_;
+    // The row's start: decompose its number into indices of the outer dimensions, last fastest.
+    int64_t r = w / pieces_per_row_;
+    for (int64_t d = static_cast<int64_t>(shape_.size()) - 2; d >= 0 && r > 0; --d) {
+      const int64_t index = r % shape_[d];
+      r /= shape_[d];
+      for (size_t k = 0; k < N; ++k) base[k] += index * strides_[k][d];
+    }
+    for (size_t k = 0; k < N; ++k) base[k] += start * step_[k];
+    return std::min(kRowPiece, inner_ - start);
+  }
+
+ private:
+  const Shape& shape_;
+  const std::array<Shape, N>& strides_;
+  const std::array<int64_t, N>& offsets_;
+  int64_t numel_, inner_ = 1, rows_ = 0, pieces_per_row_ = 1;
+  std::array<int64_t, N> step_{};
+};
+
 /// Calls `row(base, n, step)` once per piece of each innermost row of `shape`, whose
-/// dimensions coalesce_dims has already merged, where `base[k]` is operand k's element offset
-/// at the piece's start and `step[k]` its stride along the row. Operand k walks with
-/// `strides[k]` (0 for a broadcast dimension). Pieces cover the rows in order, each at most
-/// kRowPiece long, and may run concurrently. A caller that walks many slices of one layout
-/// (a sum, one slice per output) merges once and calls this for each.
+/// dimensions coalesce_dims has already merged (see RowPieces), where `base[k]` is operand
+/// k's element offset at the piece's start and `step[k]` its stride along the row. Pieces
+/// may run concurrently. A caller that walks many slices of one layout (a sum, one slice per
+/// output) merges once and calls this for each.
 template <size_t N, class RowFn>
 void for_each_coalesced_row(const Shape& shape, const std::array<Shape, N>& strides,
                             const std::array<int64_t, N>& offsets, RowFn&& row) {
-  const int64_t numel = shape_numel(shape);
-  if (numel == 0) return;
-  const int64_t dims = static_cast<int64_t>(shape.size());
-  // A single element (every dimension of size 1) is one row of one element.
-  const int64_t inner = dims == 0 ? 1 : shape[dims - 1];
-  const int64_t rows = numel / inner;
-  const int64_t pieces = (inner + kRowPiece - 1) / kRowPiece;
-  std::array<int64_t, N> step{};
-  for (size_t k = 0; k < N; ++k) step[k] = dims == 0 ? 0 : strides[k][dims - 1];
-
-  // Row r's start: decompose r into indices of the outer dimensions, last fastest.
-  auto row_base = [&](int64_t r) {
-    std::array<int64_t, N> base = offsets;
-    for (int64_t d = dims - 2; d >= 0 && r > 0; --d) {
-      const int64_t index = r % shape[d];
-      r /= shape[d];
-      for (size_t k = 0; k < N; ++k) base[k] += index * strides[k][d];
-    }
-    return base;
-  };
-
-#pragma omp parallel for schedule(static) if (numel >= kParallelGrain && rows * pieces > 1)
-  for (int64_t w = 0; w < rows * pieces; ++w) {
-    const int64_t start = (w % pieces) * kRowPiece;
-    std::array<int64_t, N> base = row_base(w / pieces);
-    for (size_t k = 0; k < N; ++k) base[k] += start * step[k];
-    row(base, std::min(kRowPiece, inner - start), step);
+  const RowPieces<N> pieces(shape, strides, offsets);
+#pragma omp parallel for schedule(static) if (pieces.numel() >= kParallelGrain && pieces.count() > 1)
+  for (int64_t w = 0; w < pieces.count(); ++w) {
+    std::array<int64_t, N> base;
+    const int64_t n = pieces.piece(w, base);
+    row(base, n, pieces.step());
   }
 }
 

@@ -32,7 +32,7 @@ constexpr LauncherVariables kLaunchers[] = {
 };
 
 std::optional<int> read_int(const std::function<const char*(const char*)>& getenv, const char* name) {
-  const char* text = name != nullptr ? getenv(name) : nullptr;
+  const char* text = getenv(name);
   if (text == nullptr) return std::nullopt;
   size_t used = 0;
   int value = -1;

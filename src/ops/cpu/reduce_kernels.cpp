@@ -73,18 +73,15 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
         });
         return total;
       }
-      // A large slice: the threads split its rows and add their partial sums.
-      const int64_t inner = red_shape.empty() ? 1 : red_shape.back();
-      const int64_t rows = slice / inner;
-      const int64_t inner_stride = red_walk[0].empty() ? 0 : red_walk[0].back();
+      // A large slice: the threads split its pieces (rows, long rows cut into pieces) and add
+      // their partial sums.
+      const std::array<int64_t, 1> start{base};
+      const RowPieces<1> pieces(red_shape, red_walk, start);
 #pragma omp parallel for reduction(+ : total) schedule(static)
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t offset = base, rest = r;
-        for (int64_t d = static_cast<int64_t>(red_shape.size()) - 2; d >= 0; --d) {
-          offset += (rest % red_shape[d]) * red_walk[0][d];
-          rest /= red_shape[d];
-        }
-        total += sum_strided<Acc>(in + offset, inner, inner_stride);
+      for (int64_t w = 0; w < pieces.count(); ++w) {
+        std::array<int64_t, 1> b;
+        const int64_t n = pieces.piece(w, b);
+        total += sum_strided<Acc>(in + b[0], n, pieces.step()[0]);
       }
       return total;
     };
