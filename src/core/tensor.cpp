@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
@@ -35,6 +36,21 @@ Shape contiguous_strides(const Shape& shape) {
     running *= std::max<int64_t>(shape[i], 1);
   }
   return strides;
+}
+
+std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype) {
+  constexpr auto kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t nbytes = element_size(dtype);
+  bool has_zero = false;
+  for (int64_t d : shape) {
+    if (d == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nbytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
+    nbytes *= static_cast<uint64_t>(d);
+  }
+  return has_zero ? 0 : nbytes;
 }
 
 namespace {
@@ -89,12 +105,14 @@ T* Tensor::data_ptr() const {
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) LOCKSTEP_CHECK(s >= 0, "cannot create a tensor with negative size in shape ", shape_str(shape));
+  const std::optional<uint64_t> nbytes = shape_nbytes(shape, options.dtype());
+  LOCKSTEP_CHECK(nbytes, "cannot create a tensor of shape ", shape_str(shape), " and dtype ", dtype_name(options.dtype()),
+                 ": it would need 2^63 bytes or more; check the sizes for a mistake");
   auto impl = std::make_shared<TensorImpl>();
-  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * element_size(options.dtype());
   LOCKSTEP_CHECK(!options.pinned_memory() || options.device().is_cpu(), "empty: only CPU memory can be pinned, ",
                  options.device(), " was asked for");
   Allocator& allocator = options.pinned_memory() ? cuda::pinned_allocator() : allocator_for(options.device());
-  impl->storage = std::make_shared<Storage>(nbytes, allocator);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(*nbytes), allocator);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -35,6 +36,10 @@ std::string shape_str(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 /// Row-major ("C-contiguous") strides for a shape: the last dimension has stride 1.
 Shape contiguous_strides(const Shape& shape);
+/// The bytes a contiguous tensor of non-negative `shape` and `dtype` needs, or nullopt where
+/// that is 2^63 or more. The element size times the non-zero sizes must fit in int64 even
+/// when a zero makes the tensor empty, since element counts and strides are computed from them.
+std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype);
 
 /// Identifies a hook registered on a tensor, so it can be removed again.
 using HookHandle = uint64_t;

@@ -112,24 +112,6 @@ struct Entry {
   uint64_t end;
 };
 
-// numel * element_size, or nullopt where a corrupt shape is too large. The element size
-// times the non-zero dimensions must fit in int64 even when a zero makes the tensor empty: a
-// tensor's element count and strides are computed from those dimensions.
-std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype) {
-  constexpr auto kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  uint64_t nbytes = element_size(dtype);
-  bool empty = false;
-  for (int64_t d : shape) {
-    if (d == 0) {
-      empty = true;
-      continue;
-    }
-    if (nbytes > kLimit / static_cast<uint64_t>(d)) return std::nullopt;
-    nbytes *= static_cast<uint64_t>(d);
-  }
-  return empty ? 0 : nbytes;
-}
-
 // A JSON value for an error message: a short flat one as it is written, anything else by its
 // kind and size (printed whole it could fill the screen, and a deeply nested one would
 // overflow the stack of the recursive printer).

@@ -1,7 +1,7 @@
 /// \file
-/// The comparison max() and argmax() are built on, shared by the CPU and CUDA kernels so that
-/// both pick the same winner: ties go to the earlier position, and a NaN beats every number
-/// (as in PyTorch, a NaN anywhere makes the maximum NaN).
+/// The comparisons max(), argmax() and max_pool2d() are built on, shared by the CPU and CUDA
+/// kernels so that both pick the same winner: ties go to the earlier position, and a NaN beats
+/// every number (as in PyTorch, a NaN anywhere makes the maximum NaN).
 #pragma once
 
 #include "core/host_device.h"
@@ -14,6 +14,14 @@ namespace lockstep {
 template <class T>
 LOCKSTEP_HOST_DEVICE bool max_beats(T x, T best) {
   return x > best || (x != x && best == best);
+}
+
+/// max_pool2d's version of max_beats, PyTorch's pooling rule: `x` replaces `best` when it is
+/// larger or when it is a NaN, so of several NaN in one window the last one's index is kept.
+/// Written with `|` rather than `||` so that a compiler can turn a scan into selects.
+template <class T>
+LOCKSTEP_HOST_DEVICE bool pool_max_beats(T x, T best) {
+  return (x > best) | (x != x);
 }
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "lockstep.h"
@@ -21,6 +22,13 @@ inline std::vector<std::vector<double>> gather_from_all(const Tensor& t) {
   std::vector<std::vector<double>> out;
   for (int r = 0; r < group().size(); ++r) out.push_back(all.slice(0, r * t.numel(), (r + 1) * t.numel()).to_vector<double>());
   return out;
+}
+
+/// Expects `t` to hold the same elements on every rank, compared exactly after conversion to
+/// f64; `what` names the tensor and the situation in a failure message.
+inline void expect_same_on_every_rank(const Tensor& t, const std::string& what) {
+  const std::vector<std::vector<double>> copies = gather_from_all(t);
+  for (size_t r = 1; r < copies.size(); ++r) EXPECT_EQ(copies[r], copies[0]) << what << ": rank " << r << " differs from rank 0";
 }
 
 }  // namespace lockstep::test

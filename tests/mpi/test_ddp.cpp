@@ -72,10 +72,7 @@ TEST_P(LockstepModels, ParametersAndBuffersBitwiseIdenticalAfterSteps) {
     opt.step();
   }
   // Parameters: identical, and trained.
-  for (const auto& [pname, p] : ddp->module().named_parameters()) {
-    const auto copies = gather_from_all(p);
-    for (int r = 1; r < world; ++r) ASSERT_EQ(copies[r], copies[0]) << pname << " differs on rank " << r;
-  }
+  for (const auto& [pname, p] : ddp->module().named_parameters()) test::expect_same_on_every_rank(p, pname);
   EXPECT_NE(ddp->module().parameters().front().to_vector<double>(), first.to_vector<double>());
   if (name == "resnet") {
     // BatchNorm's running statistics were updated by each rank's last forward on its own data:
@@ -89,8 +86,7 @@ TEST_P(LockstepModels, ParametersAndBuffersBitwiseIdenticalAfterSteps) {
   }
   const InSyncReport report = check_in_sync(ddp->module(), group());
   EXPECT_TRUE(report.in_sync) << report.difference;
-  const auto checksums = gather_from_all(full({1}, static_cast<double>(report.checksum % 1000003)));
-  for (int r = 1; r < world; ++r) EXPECT_EQ(checksums[r], checksums[0]);
+  test::expect_same_on_every_rank(full({1}, static_cast<double>(report.checksum % 1000003)), "the checksum");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, LockstepModels, testing::Values("mlp", "cnn", "resnet"));
@@ -205,11 +201,8 @@ TEST(NoSync, OtherForwardsBeforeTheBackwardLeaveItAveraged) {
       ddp(mine.x);
     }
     loss.backward();
-    const auto copies = gather_from_all(model->parameters().front().grad());
-    for (size_t r = 1; r < copies.size(); ++r) {
-      EXPECT_EQ(copies[r], copies[0]) << "rank " << r << ", forward "
-                                      << (inside_no_sync ? "inside no_sync()" : "under NoGradGuard");
-    }
+    test::expect_same_on_every_rank(model->parameters().front().grad(),
+                                    inside_no_sync ? "gradient, forward inside no_sync()" : "gradient, forward under NoGradGuard");
   }
 }
 
@@ -228,8 +221,7 @@ TEST(NoSync, ABackwardThroughTheWrappedModuleAloneStaysLocal) {
   EXPECT_NE(local[0], local[1]) << "a backward outside the wrapper averaged the gradients";
   model->zero_grad();
   cross_entropy(ddp(mine.x), mine.y).backward();
-  const auto averaged = gather_from_all(weight.grad());
-  for (size_t r = 1; r < averaged.size(); ++r) EXPECT_EQ(averaged[r], averaged[0]) << "rank " << r;
+  test::expect_same_on_every_rank(weight.grad(), "the averaged gradient");
 }
 
 // A layer whose backward fails when asked to: an error in the middle of backward, after the
@@ -317,10 +309,9 @@ TEST(UnusedParameters, FindUnusedAveragesWhatWasUsedAndLeavesTheRest) {
   Generator gen(20 + rank);
   sum(ddp(randn({5, 6}, {}, &gen))).backward();
   // Used by rank 0 only: the average of rank 0's gradient and the others' zeros, on every rank.
-  const auto partly = gather_from_all(model->partly->weight.grad());
-  for (size_t r = 1; r < partly.size(); ++r) EXPECT_EQ(partly[r], partly[0]);
+  test::expect_same_on_every_rank(model->partly->weight.grad(), "the gradient of a parameter rank 0 alone used");
   double norm = 0;
-  for (double v : partly[0]) norm += v * v;
+  for (double v : model->partly->weight.grad().to_vector<double>()) norm += v * v;
   EXPECT_GT(norm, 0.0);
   // Used by nobody: no gradient at all, as in PyTorch.
   EXPECT_FALSE(model->never->weight.grad().defined());

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/threads.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -269,10 +271,9 @@ T* scratch(std::vector<T>& buffer, int64_t n) {
 // inside a parallel region (a convolution's per-image shares), where it runs alone.
 int gemm_threads() {
 #ifdef _OPENMP
-  return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-  return 1;
+  if (omp_in_parallel()) return 1;
 #endif
+  return get_num_threads();
 }
 
 // The blocked algorithm of the file comment, for C whose element (i, j) is

@@ -17,6 +17,7 @@
 
 #include "core/cuda/launch.cuh"
 #include "core/dispatch.h"
+#include "ops/max_rule.h"
 
 namespace lockstep::cuda {
 
@@ -48,14 +49,14 @@ __global__ void max_pool2d_forward_elements(const T* x, Strides4 xs, PoolShape s
     const int64_t h1 = min(oh * s.stride - s.padding + s.kernel_size, s.H);
     const int64_t w0 = max(ow * s.stride - s.padding, int64_t{0});
     const int64_t w1 = min(ow * s.stride - s.padding + s.kernel_size, s.W);
-    // Strict '>' keeps the first of equal maxima; a NaN always wins, so it propagates. Both
+    // The first of equal maxima wins, and a NaN always wins, so it propagates: pool_max_beats,
     // as on the CPU (and in PyTorch).
     T best = static_cast<T>(-INFINITY);
     int64_t best_index = h0 * s.W + w0;
     for (int64_t h = h0; h < h1; ++h) {
       for (int64_t w = w0; w < w1; ++w) {
         const T v = plane[h * xs.h + w * xs.w];
-        if (v > best || std::isnan(v)) {
+        if (pool_max_beats(v, best)) {
           best = v;
           best_index = h * s.W + w;
         }
