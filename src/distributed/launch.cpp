@@ -108,6 +108,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch = detect_launch();
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
   s.cpu_group = make_mpi_process_group();
+  // MPI must be shut down before the process ends, even when a step below fails.
+  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
+  (void)registered;
   // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
   // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
   // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
@@ -117,8 +120,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
         s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
         s.launch.world_size, " (or srun with MPI support)");
     // Nothing to retry: shut MPI down, so the process can end cleanly.
-    s.cpu_group.reset();
-    mpi::finalize();
+    destroy_process_group();
     throw Error(message);
   }
   const auto [node_rank, node_size] = mpi::node_rank_and_size();
@@ -133,8 +135,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
     if (state().launch.world_size > 1) mpi::abort(exit_code);
   });
   s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
-  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
-  (void)registered;
   return s.default_group;
 }
 
@@ -152,7 +152,9 @@ ProcessGroup& cpu_process_group() {
 
 void destroy_process_group() {
   DistributedState& s = state();
-  if (s.default_group == nullptr) return;
+  // The MPI group exists from the start of init_process_group, the default group only at its
+  // end: an init that failed half-way is shut down here too.
+  if (s.cpu_group == nullptr) return;
   // The NCCL group first (it was built on the MPI one), then the MPI group, whose destructor
   // waits for its worker to finish the collectives still queued; MPI itself last.
   s.default_group.reset();

@@ -183,9 +183,11 @@ void Reducer::finalize_backward() {
     const std::vector<double> total = used.to(Device::cpu()).to_vector<double>();
     for (size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = total[i] > 0.0;
   }
-  // 3. Wait for every bucket, then hand the averages to param.grad().
+  // 3. Wait for every bucket, then hand the averages to param.grad(). A finished all-reduce is
+  //    forgotten at once, so that reset_marks() below has nothing left to wait for.
   for (Bucket& bucket : buckets_) {
     bucket.work->wait();
+    bucket.work.reset();
     for (size_t position = 0; position < bucket.members.size(); ++position) {
       const size_t i = bucket.members[position];
       if (!used_anywhere[i]) continue;
