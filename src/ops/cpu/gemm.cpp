@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/threads.h"
@@ -157,19 +158,6 @@ void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rs, int64_t cs, T* out) 
   }
 }
 
-// Packs one kc x NR panel of B (the nr <= NR valid columns starting at `B`): for each k,
-// the NR values of row k are adjacent. Columns past nr are zero.
-template <class T>
-void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T* out) {
-  constexpr int NR = Blocking<T>::kNR;
-  for (int64_t p = 0; p < kc; ++p) {
-    const T* b = B + p * rs;
-    for (int64_t j = 0; j < nr; ++j) out[j] = b[j * cs];
-    for (int64_t j = nr; j < NR; ++j) out[j] = T(0);
-    out += NR;
-  }
-}
-
 // A vector of kVectorBytes of T (one AVX2 or AVX-512 register), written with the GCC/Clang
 // vector extension: `+` and `*` on it compile to SIMD instructions on any target (on a
 // 128-bit machine such as ARM NEON, to pairs of instructions).
@@ -178,6 +166,77 @@ struct Simd {
   typedef T Vec __attribute__((vector_size(kVectorBytes)));
   static constexpr int kWidth = kVectorBytes / sizeof(T);
 };
+
+// The source element of lane e when two vectors of W lanes are interleaved in blocks of h
+// lanes: a's block, then b's, then a's next but one, and so on, starting at a's first block
+// (high == false) or its second (high == true). Indices 0..W-1 name a's lanes, W..2W-1 b's.
+constexpr int interleave_source(int W, int h, bool high, int e) {
+  const int pair = e / (2 * h), within = e % (2 * h);
+  const int lane = 2 * h * pair + within % h + (high ? h : 0);
+  return within < h ? lane : W + lane;
+}
+
+// (Vectors pass by reference: returning one by value would change the calling convention
+// with the instruction set, which GCC warns about where AVX is not enabled.)
+template <int W, int H, bool High, class Vec, size_t... E>
+void interleave(const Vec& a, const Vec& b, Vec& out, std::index_sequence<E...>) {
+  out = __builtin_shufflevector(a, b, interleave_source(W, H, High, static_cast<int>(E))...);
+}
+
+// Transposes the W x W block held in v[0..W) (v[i] is row i) in place, in log2(W) rounds:
+// round h swaps the off-diagonal h x h blocks of every 2h x 2h block, by interleaving rows
+// i and i + h in blocks of h lanes. For W = 16 that is 64 shuffles for 256 values, where
+// moving them one at a time takes 256 loads and 256 stores.
+template <class T, int H = 1>
+void transpose_in_registers(typename Simd<T>::Vec* v) {
+  using Vec = typename Simd<T>::Vec;
+  constexpr int W = Simd<T>::kWidth;
+  if constexpr (H < W) {
+#pragma GCC unroll 16
+    for (int i = 0; i < W; ++i) {
+      if (i & H) continue;
+      Vec low, high;
+      interleave<W, H, false>(v[i], v[i + H], low, std::make_index_sequence<W>());
+      interleave<W, H, true>(v[i], v[i + H], high, std::make_index_sequence<W>());
+      v[i] = low;
+      v[i + H] = high;
+    }
+    transpose_in_registers<T, 2 * H>(v);
+  }
+}
+
+// Packs one kc x NR panel of B (the nr <= NR valid columns starting at `B`): for each k,
+// the NR values of row k are adjacent. Columns past nr are zero.
+template <class T>
+void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T* out) {
+  constexpr int NR = Blocking<T>::kNR;
+  int64_t p = 0;
+  // A B that is a transposed row-major matrix (rs == 1: a weight gradient's cols^T, a linear
+  // layer's W^T) keeps each column's k values together, and the panel wants each row's NR
+  // values together: a transpose. Square blocks of W x W values are loaded a column per
+  // vector, transposed in registers and stored a row per vector.
+  if (rs == 1 && nr == NR) {
+    using S = Simd<T>;
+    constexpr int W = S::kWidth;
+    for (; p + W <= kc; p += W) {
+      for (int half = 0; half < NR / W; ++half) {
+        typename S::Vec v[W];
+#pragma GCC unroll 16
+        for (int j = 0; j < W; ++j) std::memcpy(&v[j], B + (half * W + j) * cs + p, sizeof(v[j]));
+        transpose_in_registers<T>(v);
+#pragma GCC unroll 16
+        for (int i = 0; i < W; ++i) std::memcpy(out + (p + i) * NR + half * W, &v[i], sizeof(v[i]));
+      }
+    }
+  }
+  // The general case, and what is left of the fast one: one value at a time.
+  for (; p < kc; ++p) {
+    const T* b = B + p * rs;
+    T* row = out + p * NR;
+    for (int64_t j = 0; j < nr; ++j) row[j] = b[j * cs];
+    for (int64_t j = nr; j < NR; ++j) row[j] = T(0);
+  }
+}
 
 // The micro-kernel: C = alpha * (MR x kc panel of A) * (kc x NR panel of B) + beta * C, for
 // one full MR x NR tile of C with row stride ldc and contiguous rows; both panels are packed.
