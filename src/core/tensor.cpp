@@ -107,7 +107,8 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) LOCKSTEP_CHECK(s >= 0, "cannot create a tensor with negative size in shape ", shape_str(shape));
   const std::optional<uint64_t> nbytes = shape_nbytes(shape, options.dtype());
   LOCKSTEP_CHECK(nbytes, "cannot create a tensor of shape ", shape_str(shape), " and dtype ", dtype_name(options.dtype()),
-                 ": it would need 2^63 bytes or more; check the sizes for a mistake");
+                 ": its sizes (zeros aside) times ", element_size(options.dtype()),
+                 " bytes reach 2^63, too many to address; check the sizes for a mistake");
   auto impl = std::make_shared<TensorImpl>();
   LOCKSTEP_CHECK(!options.pinned_memory() || options.device().is_cpu(), "empty: only CPU memory can be pinned, ",
                  options.device(), " was asked for");

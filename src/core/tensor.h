@@ -37,8 +37,9 @@ int64_t shape_numel(const Shape& shape);
 /// Row-major ("C-contiguous") strides for a shape: the last dimension has stride 1.
 Shape contiguous_strides(const Shape& shape);
 /// The bytes a contiguous tensor of non-negative `shape` and `dtype` needs, or nullopt where
-/// that is 2^63 or more. The element size times the non-zero sizes must fit in int64 even
-/// when a zero makes the tensor empty, since element counts and strides are computed from them.
+/// the element size times the non-zero sizes reaches 2^63. Zeros are left out of that product
+/// on purpose: an empty tensor's strides are still products of its other sizes, and every
+/// byte offset computed from them must fit in int64.
 std::optional<uint64_t> shape_nbytes(const Shape& shape, DType dtype);
 
 /// Identifies a hook registered on a tensor, so it can be removed again.

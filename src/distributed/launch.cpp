@@ -108,9 +108,6 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch = detect_launch();
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
   s.cpu_group = make_mpi_process_group();
-  // MPI must be shut down before the process ends, even when a step below fails.
-  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
-  (void)registered;
   // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
   // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
   // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
@@ -134,6 +131,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   set_fatal_error_handler([](int exit_code) {
     if (state().launch.world_size > 1) mpi::abort(exit_code);
   });
+  // MPI must be shut down before the process ends, even when setting up NCCL fails (with one
+  // rank; with more, the handler above ends the job). Registered only now, after the handler
+  // exists: objects made before an exit function is registered are destroyed after it runs,
+  // and destroy_process_group resets the handler.
+  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
+  (void)registered;
   s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
   return s.default_group;
 }

@@ -1,7 +1,8 @@
 /// \file
 /// The comparisons max(), argmax() and max_pool2d() are built on, shared by the CPU and CUDA
-/// kernels so that both pick the same winner: ties go to the earlier position, and a NaN beats
-/// every number (as in PyTorch, a NaN anywhere makes the maximum NaN).
+/// kernels so that both pick the same winner: ties between numbers go to the earlier position,
+/// and a NaN beats every number (as in PyTorch, a NaN anywhere makes the maximum NaN). Of
+/// several NaNs, max() keeps the first and max_pool2d() the last, as PyTorch's kernels do.
 #pragma once
 
 #include "core/host_device.h"

@@ -168,8 +168,8 @@ TEST(Tensor, ErrorsAreSentences) {
                "cannot use cuda:" + std::to_string(absent));
   expect_error([] { zeros({-1}); }, "negative size");
   // 2^32 * 2^32 elements: the product wraps around int64 to 0, which must not pass for empty.
-  expect_error([] { zeros({int64_t{1} << 32, int64_t{1} << 32}); }, "would need 2^63 bytes or more");
-  expect_error([] { zeros({0, int64_t{1} << 62, 4}); }, "would need 2^63 bytes or more");
+  expect_error([] { zeros({int64_t{1} << 32, int64_t{1} << 32}); }, "times 4 bytes reach 2^63");
+  expect_error([] { zeros({0, int64_t{1} << 62, 4}); }, "(zeros aside) times 4 bytes reach 2^63");
   expect_error([] { Tensor().shape(); }, "tensor is undefined");
   expect_error([] { from_vector({1, 2, 3}, {2, 2}); }, "3 values cannot fill shape [2, 2]");
   expect_error([] { ones({2}).requires_grad_().fill_(0); }, "cannot be modified in place");

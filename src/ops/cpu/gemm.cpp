@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -177,10 +178,18 @@ constexpr int interleave_source(int W, int h, bool high, int e) {
 }
 
 // (Vectors pass by reference: returning one by value would change the calling convention
-// with the instruction set, which GCC warns about where AVX is not enabled.)
+// with the instruction set, which GCC warns about where AVX is not enabled.) GCC before 12
+// lacks __builtin_shufflevector; its own __builtin_shuffle takes the indices as a vector of
+// integers as wide as the elements.
 template <int W, int H, bool High, class Vec, size_t... E>
 void interleave(const Vec& a, const Vec& b, Vec& out, std::index_sequence<E...>) {
+#if defined(__clang__) || __GNUC__ >= 12
   out = __builtin_shufflevector(a, b, interleave_source(W, H, High, static_cast<int>(E))...);
+#else
+  using Lane = std::conditional_t<sizeof(a[0]) == 4, int32_t, int64_t>;
+  typedef Lane Indices __attribute__((vector_size(sizeof(Vec))));
+  out = __builtin_shuffle(a, b, Indices{interleave_source(W, H, High, static_cast<int>(E))...});
+#endif
 }
 
 // Transposes the W x W block held in v[0..W) (v[i] is row i) in place, in log2(W) rounds:
