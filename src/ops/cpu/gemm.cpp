@@ -65,9 +65,15 @@ namespace {
 // the A block at the same 144 KiB.
 
 // The width of the vector registers the micro-kernel is written for, in bytes: 64 where
-// the compiler may use AVX-512 (-march=native on a CPU that has it), 32 (AVX2) otherwise.
+// the compiler may use AVX-512 (-march=native on a CPU that has it), 32 where it may use AVX
+// or on other targets (ARM's NEON runs each as a pair of 16-byte instructions, in registers
+// enough for the tile), and 16 on an x86-64 limited to SSE (a portable build,
+// LOCKSTEP_NATIVE=OFF): there the 12 accumulators of 32 bytes would need 24 of its 16
+// registers, and spilling them ran the GEMM at 2-3 GFLOP/s.
 #if defined(__AVX512F__)
 constexpr int kVectorBytes = 64;
+#elif defined(__x86_64__) && !defined(__AVX__)
+constexpr int kVectorBytes = 16;
 #else
 constexpr int kVectorBytes = 32;
 #endif
