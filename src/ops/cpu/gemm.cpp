@@ -165,9 +165,9 @@ void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rs, int64_t cs, T* out) 
   }
 }
 
-// A vector of kVectorBytes of T (one AVX2 or AVX-512 register), written with the GCC/Clang
-// vector extension: `+` and `*` on it compile to SIMD instructions on any target (on a
-// 128-bit machine such as ARM NEON, to pairs of instructions).
+// A vector of kVectorBytes of T (one SSE, AVX2 or AVX-512 register), written with the
+// GCC/Clang vector extension: `+` and `*` on it compile to SIMD instructions on any target
+// (on ARM's 128-bit NEON, to pairs of instructions).
 template <class T>
 struct Simd {
   typedef T Vec __attribute__((vector_size(kVectorBytes)));
