@@ -60,3 +60,11 @@
 #include "parallel/parallel_apply.h"
 #include "parallel/replicate.h"
 #include "parallel/scatter_gather.h"
+
+/// Lockstep's public API: tensors and autograd, layers and models, optimisers, data loading,
+/// DataParallel and distributed training.
+namespace lockstep {}
+
+/// What only a GPU has: streams, events, memory statistics, the GEMM backends, and the
+/// launchers of every op's CUDA kernel.
+namespace lockstep::cuda {}

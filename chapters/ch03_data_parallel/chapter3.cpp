@@ -169,7 +169,10 @@ int run(const Options& o) {
   std::cout << "data: fashion-mnist (" << train_set->size() << " training, " << test_set->size() << " test images)\n";
   std::cout << "replicas:";
   for (const Device device : devices) std::cout << " " << device;
-  std::cout << " (" << get_num_threads() << " CPU thread(s) shared among them)\n";
+  if (devices[0].is_cpu()) {
+    std::cout << " (" << get_num_threads() << " CPU thread(s), " << cpu_threads_per_replica(devices) << " per replica)";
+  }
+  std::cout << "\n";
 
   // 2. The baseline: chapter 2's single-device step on the same batches.
   const StepTimes single = time_single_device(o, train_set, devices[0]);
@@ -271,7 +274,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber);
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
-  app.add_option("--threads", o.threads, "CPU threads in all (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(CLI::PositiveNumber);
   app.add_option("--data", o.data, "directory with the Fashion-MNIST files (default: $LOCKSTEP_DATA, data/, "
                                    "/usr/share/datasets/fashion-mnist)");

@@ -19,7 +19,7 @@ namespace lockstep {
 ///     loss.backward();
 ///     optimizer.step();
 ///
-/// Parameters must be leaves that require grad, contiguous f32 or f64 tensors on the CPU
+/// Parameters must be leaves that require grad, contiguous f32 or f64 tensors, on the CPU or a GPU
 /// (a Module's parameters()). One parameter group: every parameter shares the hyper-parameters.
 class Optimizer {
  public:

@@ -27,8 +27,7 @@ struct Placement {
 // On a GPU the first replica of each device uses the caller's stream, and each further one a
 // side stream that first waits for the caller's work.
 std::vector<Placement> place(const std::vector<Device>& devices) {
-  const auto cpu_replicas = std::count_if(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); });
-  const int threads = std::max(1, get_num_threads() / std::max<int>(1, static_cast<int>(cpu_replicas)));
+  const int threads = cpu_threads_per_replica(devices);
   std::map<int, int> seen_on_gpu;  // GPU index -> replicas placed on it so far
   std::vector<Placement> placements;
   for (const Device device : devices) {
@@ -124,6 +123,11 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
     }
   }
   return outputs;
+}
+
+int cpu_threads_per_replica(const std::vector<Device>& devices) {
+  const auto cpu_replicas = std::count_if(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); });
+  return std::max(1, get_num_threads() / std::max<int>(1, static_cast<int>(cpu_replicas)));
 }
 
 }  // namespace lockstep

@@ -24,4 +24,9 @@ namespace lockstep {
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
                                    const std::vector<Tensor>& inputs, const std::vector<Device>& devices);
 
+/// How many of the caller's CPU threads (get_num_threads()) each CPU replica among `devices`
+/// runs its kernels on: an equal share, at least one, so that more replicas than threads
+/// oversubscribe the cores rather than wait for each other.
+int cpu_threads_per_replica(const std::vector<Device>& devices);
+
 }  // namespace lockstep
