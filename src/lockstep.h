@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "autograd/zero_grad.h"
 #include "core/cuda_context.h"
 #include "core/cuda_memory.h"

@@ -69,6 +69,27 @@ double autograd_example() {
   return error;
 }
 
+// 3, continued. Backward reads what the forward pass saved; an in-place change made in between
+// is caught by the data's version count. Returns whether backward refused, as it must.
+bool saved_tensor_example() {
+  //! [saved tensors]
+  Tensor w = from_vector({0.5, -2.0, 1.5}, {3}).requires_grad_();
+  Tensor x = from_vector({2.0, 1.0, 3.0}, {3});
+  Tensor y = sum(w * x);  // MulBackward saves x: it is w's gradient
+  std::cout << "x.version() = " << x.version() << " when saved\n";
+  x.fill_(0.0);  // the next batch, written into the same tensor before backward
+  std::cout << "x.version() = " << x.version() << " after x.fill_(0)\n";
+  try {
+    y.backward();
+  } catch (const Error& e) {
+    std::cout << "y.backward() refused: " << e.what() << "\n";
+    return true;
+  }
+  //! [saved tensors]
+  std::cout << "y.backward() ran with a changed x: its gradient is wrong\n";
+  return false;
+}
+
 // 4. How fast is the CPU at the operation deep learning is made of?
 double matmul_gflops(int64_t n, uint64_t seed) {
   section("4. Matrix multiply on the CPU");
@@ -264,6 +285,7 @@ int main(int argc, char** argv) {
     tensors_and_views();
     dtypes();
     const double grad_error = autograd_example();
+    const bool change_caught = saved_tensor_example();
     const double gflops = matmul_gflops(size, seed);
 
     std::cout << "\nPart 2: devices\n";
@@ -293,6 +315,6 @@ int main(int argc, char** argv) {
           .add("gpu_speedup", largest.cpu_s / largest.cublas_s);
     }
     std::cout << "\n" << result.str() << std::endl;
-    return grad_error < 1e-6 ? 0 : 1;
+    return grad_error < 1e-6 && change_caught ? 0 : 1;
   });
 }

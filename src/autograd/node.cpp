@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/grad_mode.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -35,7 +36,12 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   LOCKSTEP_CHECK(backward_ != nullptr, "backward: trying to backward through the graph a second time (", name_,
                  " already freed its saved tensors); pass retain_graph=true to the first backward if you need to "
                  "call it twice");
-  return backward_(grad_output);
+  try {
+    return backward_(grad_output);
+  } catch (const SavedTensorModified& modified) {
+    // The lambda cannot know its node's name; this is where a student needs it.
+    throw Error(name_ + ": " + modified.what());
+  }
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& input) {

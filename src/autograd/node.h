@@ -64,7 +64,10 @@ class AccumulateGrad final : public Node {
 };
 
 /// The gradient function of an op written as a lambda that captures what it saved:
-/// `[saved...](const Tensor& grad) -> std::vector<Tensor> { ... }`.
+/// `[x = SavedTensor(x)](const Tensor& grad) -> std::vector<Tensor> { ... x.unpack() ... }`.
+/// Tensors the user can reach (inputs, outputs) are saved as SavedTensor, so that an in-place
+/// change after the forward pass is caught; values only the op itself holds (a dropout mask,
+/// pooling indices) are captured as they are.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
 /// A Node whose backward is a lambda; almost every op uses this.
@@ -72,7 +75,8 @@ class FunctionNode final : public Node {
  public:
   /// A node named `name` computing input gradients with `backward`.
   FunctionNode(std::string name, BackwardFn backward) : name_(std::move(name)), backward_(std::move(backward)) {}
-  /// Runs the lambda (an error once release_saved() has dropped it).
+  /// Runs the lambda (an error once release_saved() has dropped it, or when a tensor it saved
+  /// was changed in place since: the message then starts with this node's name).
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   /// The op's backward name.
   std::string name() const override { return name_; }

@@ -2,7 +2,9 @@
 /// Storage: one reference-counted block of device memory. Several tensors (views) may share it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "core/allocator.h"
@@ -30,10 +32,17 @@ class Storage {
   /// Whether the memory is pinned host memory.
   bool pinned() const { return allocator_.pinned(); }
 
+  /// How many in-place changes the data has had (PyTorch's `tensor._version`). It lives here,
+  /// with the data, so that every view of the data and every detach() of it share one count.
+  int64_t version() const { return version_.load(std::memory_order_relaxed); }
+  /// Counts one more in-place change (atomic: DataParallel's replicas run on several threads).
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   void* data_;
   size_t nbytes_;
   Allocator& allocator_;
+  std::atomic<int64_t> version_{0};
 };
 
 }  // namespace lockstep

@@ -123,10 +123,9 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
 }
 
 Tensor full(const Shape& shape, double value, const TensorOptions& options) {
-  // Fill before marking requires_grad: fill_ on a leaf that requires grad is refused.
-  Tensor result = empty(shape, TensorOptions(options).requires_grad(false));
-  result.fill_(value);
-  if (options.requires_grad()) result.requires_grad_(true);
+  // Filled directly, not with fill_: a new tensor starts at version 0, as in PyTorch.
+  Tensor result = empty(shape, options);
+  fill_strided(result, value);
   return result;
 }
 
@@ -190,8 +189,12 @@ Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, D
 Tensor empty_like(const Tensor& like) {
   return empty(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
 }
-Tensor zeros_like(const Tensor& like) { return empty_like(like).zero_(); }
-Tensor ones_like(const Tensor& like) { return empty_like(like).fill_(1.0); }
+Tensor zeros_like(const Tensor& like) {
+  return zeros(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
+}
+Tensor ones_like(const Tensor& like) {
+  return ones(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
+}
 
 // ---- values ------------------------------------------------------------------------------
 
@@ -225,10 +228,10 @@ double Tensor::item() const { return item<double>(); }
 // ---- in-place updates ----------------------------------------------------------------------
 
 namespace {
-// Autograd saves tensors for the backward pass; changing one in place would silently corrupt
-// the gradients (Lockstep keeps no version counters), so while recording, tensors that take
-// part in the graph are read-only. This catches the common mistake, not every one: see
-// docs/conventions.md, "Autograd and in-place updates".
+// A tensor that requires grad takes part in the graph being recorded, and Lockstep does not
+// record in-place ops, so while recording such a tensor is read-only. Any other tensor may be
+// changed; if the forward pass saved it, the version count makes backward refuse to use it
+// (docs/conventions.md, "Autograd and in-place updates").
 void check_inplace_allowed(const Tensor& t, const char* op) {
   LOCKSTEP_CHECK(!(t.requires_grad() && grad_mode_enabled()), op,
                  ": a tensor that requires grad cannot be modified in place while gradients are recorded "
@@ -236,9 +239,12 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
 }
 }  // namespace
 
+void increment_version(const Tensor& tensor) { tensor.storage()->bump_version(); }
+
 const Tensor& Tensor::fill_(double value) const {
   check_inplace_allowed(*this, "fill_");
   fill_strided(*this, value);
+  increment_version(*this);
   return *this;
 }
 
@@ -247,18 +253,21 @@ const Tensor& Tensor::zero_() const { return fill_(0.0); }
 const Tensor& Tensor::copy_(const Tensor& src) const {
   check_inplace_allowed(*this, "copy_");
   copy_strided(src, *this);
+  increment_version(*this);
   return *this;
 }
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   check_inplace_allowed(*this, "add_");
   axpy_strided(alpha, other, *this);
+  increment_version(*this);
   return *this;
 }
 
 const Tensor& Tensor::mul_(double value) const {
   check_inplace_allowed(*this, "mul_");
   scale_strided(value, *this);
+  increment_version(*this);
   return *this;
 }
 
@@ -304,6 +313,8 @@ Tensor Tensor::detach() const {
   impl->dtype = dtype();
   return Tensor(std::move(impl));
 }
+
+int64_t Tensor::version() const { return storage()->version(); }
 
 void Tensor::set_data(const Tensor& source) const {
   checked(impl_.get());

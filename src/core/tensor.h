@@ -175,7 +175,8 @@ class Tensor {
   /// All elements in row-major order, converted to T.
   template <class T> std::vector<T> to_vector() const;
 
-  // In-place updates (not recorded by autograd; used by optimisers under no_grad)
+  // In-place updates (not recorded by autograd; used by optimisers under no_grad). Each one
+  // counts in version(), so a backward that needs the old values refuses to run.
   // Const like every Tensor method: the handle is const, the data it points at is not.
   /// Sets every element to `value`.
   const Tensor& fill_(double value) const;
@@ -209,6 +210,10 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   /// A new tensor sharing the data but cut from the graph (requires_grad false).
   Tensor detach() const;
+  /// How many times this tensor's data has been changed in place (PyTorch's `_version`); views
+  /// and detach() share the count with the tensor they come from. Autograd compares it with the
+  /// version a saved tensor had when the forward pass saved it (autograd/saved_tensor.h).
+  int64_t version() const;
   /// Makes this tensor refer to `source`'s data (storage, shape, strides, dtype) while keeping
   /// its identity and autograd fields: how Module::to moves a parameter in place, like
   /// PyTorch's `param.data = param.data.to(device)`. Any existing grad is dropped.
@@ -247,6 +252,11 @@ struct TensorImpl {
 
 /// Prints Tensor::str().
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+/// Records that `tensor`'s data was changed in place by code that wrote it directly (an
+/// optimiser's fused kernel, a collective), as torch.autograd.graph.increment_version does.
+/// The in-place methods of Tensor (fill_, copy_, add_, mul_) call it themselves.
+void increment_version(const Tensor& tensor);
 
 // Factories (like torch.zeros, torch.ones, ...)
 /// Uninitialised contiguous tensor.

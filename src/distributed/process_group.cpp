@@ -48,23 +48,27 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_contiguous("all_reduce", "input", tensor);
   check_op("all_reduce", tensor, op);
+  increment_version(tensor);
   return start_all_reduce(tensor, op);
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
   check_contiguous("broadcast", "input", tensor);
   LOCKSTEP_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in [0, ", size_, "), got ", root);
+  increment_version(tensor);
   return start_broadcast(tensor, root);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input) {
   check_sliced("all_gather", output, input, size_);
+  increment_version(output);
   return start_all_gather(output, input);
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op) {
   check_sliced("reduce_scatter", input, output, size_);
   check_op("reduce_scatter", input, op);
+  increment_version(output);
   return start_reduce_scatter(output, input, op);
 }
 

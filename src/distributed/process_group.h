@@ -45,7 +45,9 @@ class Work {
 
 /// The ranks of one job and the collectives between them. Each collective exists in two forms:
 /// `x_async(...)` starts it and returns its Work at once; `x(...)` starts it and waits. Tensors
-/// are modified in place and must be contiguous; in one call they share a dtype and device.
+/// are modified in place and must be contiguous; in one call they share a dtype and device. The
+/// change counts in the modified tensor's Tensor::version() when the collective starts, as in
+/// PyTorch (on every rank, the root of a broadcast included).
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/batch_norm_kernels.h"
@@ -22,9 +23,6 @@ void check_per_channel(const Tensor& t, const char* what, const Tensor& input) {
   check_same_device("batch_norm", {&input, &t});
   check_same_dtype("batch_norm", {&input, &t});
 }
-
-// A detached copy of the handle, or an undefined tensor for an undefined one.
-Tensor detach_if_defined(const Tensor& t) { return t.defined() ? t.detach() : Tensor(); }
 
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
@@ -62,6 +60,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       } else {
         cpu::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
       }
+      increment_version(running_mean);
+      increment_version(running_var);
     }
   } else {
     // A copy, so that a later training step updating running_mean in place cannot change
@@ -79,9 +79,10 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
   return record(
       out, "NativeBatchNormBackward", {input, weight, bias},
-      [x = input.detach(), weight = detach_if_defined(weight), mean, invstd, count, use_batch_stats, on_gpu,
+      [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, use_batch_stats, on_gpu,
        channel_shape, need_input = needs_grad(input), need_weight = needs_grad(weight),
        need_bias = needs_grad(bias)](const Tensor& g) {
+        const Tensor x = x_saved.unpack(), weight = weight_saved.unpack();
         std::vector<Tensor> grads(3);  // input, weight, bias
         // The per-channel sums give the weight and bias gradients, and in training also
         // enter the input gradient (SyncBatchNorm all-reduces them across ranks first).

@@ -3,6 +3,7 @@
 #include "ops/conv.h"
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/conv_kernels.h"
@@ -66,8 +67,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   }
 
   return record(out, "ConvolutionBackward", {input, weight, bias},
-                [x, w, g, rx = input.requires_grad(), rw = weight.requires_grad(),
-                 rb = bias.defined() && bias.requires_grad()](const Tensor& grad) {
+                [x_saved = SavedTensor(x), w_saved = SavedTensor(w), g, rx = input.requires_grad(),
+                 rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& grad) {
+                  const Tensor x = x_saved.unpack(), w = w_saved.unpack();
                   const Tensor dy = grad.contiguous();
                   const Tensor dx = rx ? empty_like(x) : Tensor();
                   const Tensor dw = rw ? empty_like(w) : Tensor();

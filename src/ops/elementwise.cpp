@@ -1,6 +1,7 @@
 #include "ops/elementwise.h"
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/elementwise_kernels.h"
@@ -69,13 +70,15 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 //! [mul]
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
-  // d(ab)/da = b, d(ab)/db = a: save both inputs (detached, so the graph holds no cycle), and
-  // compute only the gradients that are wanted.
+  // d(ab)/da = b, d(ab)/db = a. Each input is saved only when the other one's gradient is
+  // wanted; a SavedTensor notices if it is changed in place before backward reads it.
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return record(out, "MulBackward", {a, b}, [a = a.detach(), b = b.detach(), need_a, need_b](const Tensor& g) {
-    return std::vector<Tensor>{need_a ? sum_to(mul(g, b), a.shape()) : Tensor(),
-                               need_b ? sum_to(mul(g, a), b.shape()) : Tensor()};
-  });
+  return record(out, "MulBackward", {a, b},
+                [a_saved = need_b ? SavedTensor(a) : SavedTensor(), b_saved = need_a ? SavedTensor(b) : SavedTensor(),
+                 shape_a = a.shape(), shape_b = b.shape(), need_a, need_b](const Tensor& g) {
+                  return std::vector<Tensor>{need_a ? sum_to(mul(g, b_saved.unpack()), shape_a) : Tensor(),
+                                             need_b ? sum_to(mul(g, a_saved.unpack()), shape_b) : Tensor()};
+                });
 }
 //! [mul]
 
@@ -83,10 +86,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic("div", BinaryOp::Div, a, b);
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
   const bool need_b = b.requires_grad();
-  return record(out, "DivBackward", {a, b}, [b = b.detach(), out = out.detach(), sa = a.shape(), need_b](const Tensor& g) {
-    const Tensor ga = div(g, b);
-    return std::vector<Tensor>{sum_to(ga, sa), need_b ? sum_to(neg(mul(ga, out)), b.shape()) : Tensor()};
-  });
+  return record(out, "DivBackward", {a, b},
+                [b_saved = SavedTensor(b), out_saved = need_b ? SavedTensor(out) : SavedTensor(), shape_a = a.shape(),
+                 shape_b = b.shape(), need_b](const Tensor& g) {
+                  const Tensor ga = div(g, b_saved.unpack());
+                  return std::vector<Tensor>{sum_to(ga, shape_a),
+                                             need_b ? sum_to(neg(mul(ga, out_saved.unpack())), shape_b) : Tensor()};
+                });
 }
 
 Tensor neg(const Tensor& a) {
@@ -96,12 +102,16 @@ Tensor neg(const Tensor& a) {
 
 Tensor exp(const Tensor& a) {
   Tensor out = unary_forward("exp", UnaryOp::Exp, a);
-  return record(out, "ExpBackward", {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
+  return record(out, "ExpBackward", {a}, [out = SavedTensor(out)](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, out.unpack())};
+  });
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_forward("log", UnaryOp::Log, a);
-  return record(out, "LogBackward", {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+  return record(out, "LogBackward", {a}, [a = SavedTensor(a)](const Tensor& g) {
+    return std::vector<Tensor>{div(g, a.unpack())};
+  });
 }
 
 // The activations' derivatives are cheapest in terms of their own output, so they save it and
@@ -109,8 +119,8 @@ Tensor log(const Tensor& a) {
 namespace {
 Tensor activation(const char* name, const char* backward_name, UnaryOp op, BinaryOp backward_op, const Tensor& a) {
   Tensor out = unary_forward(name, op, a);
-  return record(out, backward_name, {a}, [out = out.detach(), backward_op, name](const Tensor& g) {
-    return std::vector<Tensor>{binary_forward(name, backward_op, g, out, g.dtype())};
+  return record(out, backward_name, {a}, [out = SavedTensor(out), backward_op, name](const Tensor& g) {
+    return std::vector<Tensor>{binary_forward(name, backward_op, g, out.unpack(), g.dtype())};
   });
 }
 }  // namespace

@@ -1,6 +1,7 @@
 #include "ops/loss.h"
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/softmax_kernels.h"
@@ -48,7 +49,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   }
   // The gradient (softmax - onehot(target)) / N needs the softmax: keep its logarithm, which
   // the forward pass computed anyway.
-  return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target = target.detach()](const Tensor& g) {
+  // (log_probs is the op's own; the target is the caller's, who might refill it in place.)
+  return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target_saved = SavedTensor(target)](const Tensor& g) {
+    const Tensor target = target_saved.unpack();
     Tensor grad = empty(log_probs.shape(), TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
     if (grad.device().is_cuda()) {
       cuda::cross_entropy_backward_kernel(g, log_probs, target, grad);
@@ -69,12 +72,12 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
   }
   // Each row's picked entry enters the mean with weight -1/N; nothing else matters.
   return record(loss, "NllLossBackward", {log_probs},
-                [shape = log_probs.shape(), target = target.detach()](const Tensor& g) {
+                [shape = log_probs.shape(), target = SavedTensor(target)](const Tensor& g) {
                   Tensor grad = empty(shape, TensorOptions().dtype(g.dtype()).device(g.device()));
                   if (grad.device().is_cuda()) {
-                    cuda::nll_loss_backward_kernel(g, target, grad);
+                    cuda::nll_loss_backward_kernel(g, target.unpack(), grad);
                   } else {
-                    cpu::nll_loss_backward_kernel(g, target, grad);
+                    cpu::nll_loss_backward_kernel(g, target.unpack(), grad);
                   }
                   return std::vector<Tensor>{grad};
                 });

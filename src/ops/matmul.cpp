@@ -4,6 +4,7 @@
 #include "ops/matmul.h"
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -76,9 +77,11 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   // batch receives the sum of its gradients.
   const bool ra = a.requires_grad(), rb = b.requires_grad();  // which gradients are wanted
   return record(out, out.dim() == 2 ? "MmBackward" : "BmmBackward", {a, b},
-                [a = a.detach(), b = b.detach(), ra, rb](const Tensor& g) {
-                  return std::vector<Tensor>{ra ? sum_to(matmul(g, b.transpose(-2, -1)), a.shape()) : Tensor(),
-                                             rb ? sum_to(matmul(a.transpose(-2, -1), g), b.shape()) : Tensor()};
+                [a_saved = rb ? SavedTensor(a) : SavedTensor(), b_saved = ra ? SavedTensor(b) : SavedTensor(),
+                 shape_a = a.shape(), shape_b = b.shape(), ra, rb](const Tensor& g) {
+                  return std::vector<Tensor>{
+                      ra ? sum_to(matmul(g, b_saved.unpack().transpose(-2, -1)), shape_a) : Tensor(),
+                      rb ? sum_to(matmul(a_saved.unpack().transpose(-2, -1), g), shape_b) : Tensor()};
                 });
 }
 
@@ -142,10 +145,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // g: (rows, out). dx = g W: (rows, out) x (out, in); dW = g^T x: (out, rows) x (rows, in),
   // already in W's own layout; dbias = g summed over the rows.
   y = record(y, bias.defined() ? "AddmmBackward" : "MmBackward", {x2, weight, bias},
-             [x2 = x2.detach(), w = weight.detach(), rx = x2.requires_grad(), rw = weight.requires_grad(),
-              rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-               return std::vector<Tensor>{rx ? matmul(g, w) : Tensor(), rw ? matmul(g.t(), x2) : Tensor(),
-                                          rb ? sum(g, {0}) : Tensor()};
+             [x_saved = weight.requires_grad() ? SavedTensor(x2) : SavedTensor(),
+              w_saved = x2.requires_grad() ? SavedTensor(weight) : SavedTensor(), rx = x2.requires_grad(),
+              rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+               return std::vector<Tensor>{rx ? matmul(g, w_saved.unpack()) : Tensor(),
+                                          rw ? matmul(g.t(), x_saved.unpack()) : Tensor(), rb ? sum(g, {0}) : Tensor()};
              });
   Shape out_shape = x.shape();
   out_shape.back() = out_features;

@@ -2,6 +2,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "core/error.h"
 #include "ops/checks.h"
 #include "ops/cpu/max_kernels.h"
@@ -24,16 +25,17 @@ std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d,
     cpu::max_kernel(x, d, values, indices);
   }
   // Only the selected element influenced the output: the gradient goes back to its position,
-  // every other element gets zero.
-  record(values, "MaxBackward", {a}, [indices, d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
-    Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
-    if (grad.device().is_cuda()) {
-      cuda::max_backward_kernel(g, indices, d, grad);
-    } else {
-      cpu::max_backward_kernel(g, indices, d, grad);
-    }
-    return std::vector<Tensor>{grad.view(shape)};
-  });
+  // every other element gets zero. (The indices are returned too, so the caller could change them.)
+  record(values, "MaxBackward", {a},
+         [indices = SavedTensor(indices), d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
+           Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+           if (grad.device().is_cuda()) {
+             cuda::max_backward_kernel(g, indices.unpack(), d, grad);
+           } else {
+             cpu::max_backward_kernel(g, indices.unpack(), d, grad);
+           }
+           return std::vector<Tensor>{grad.view(shape)};
+         });
   return {values, indices};
 }
 
@@ -66,7 +68,8 @@ Tensor max(const Tensor& a) {
   }
   // No one element was selected: every element equal to the maximum (every NaN, when the
   // maximum is NaN) shares the gradient evenly, as in PyTorch.
-  return record(value, "MaxBackward", {a}, [x = a.detach(), m = value.detach()](const Tensor& g) {
+  return record(value, "MaxBackward", {a}, [a = SavedTensor(a), value = SavedTensor(value)](const Tensor& g) {
+    const Tensor x = a.unpack(), m = value.unpack();
     const Tensor at_max = eq(x, m).to(g.dtype()) + ne(x, x).to(g.dtype()) * ne(m, m).to(g.dtype());
     return std::vector<Tensor>{at_max * (g / sum(at_max))};
   });

@@ -1,6 +1,7 @@
 #include "ops/softmax.h"
 
 #include "autograd/node.h"
+#include "autograd/saved_tensor.h"
 #include "ops/checks.h"
 #include "ops/cpu/softmax_kernels.h"
 #include "ops/cuda/softmax_kernels.h"
@@ -20,7 +21,8 @@ Tensor softmax_op(const char* name, const char* backward_name, bool log, const T
     cpu::softmax_kernel(a.detach(), d, log, out);
   }
   // Both backward formulas need only the output, not the input: save that.
-  return record(out, backward_name, {a}, [y = out.detach(), d, log](const Tensor& g) {
+  return record(out, backward_name, {a}, [out = SavedTensor(out), d, log](const Tensor& g) {
+    const Tensor y = out.unpack();
     Tensor grad = empty(y.shape(), TensorOptions().dtype(y.dtype()).device(y.device()));
     if (grad.device().is_cuda()) {
       cuda::softmax_backward_kernel(g, y, d, log, grad);

@@ -80,6 +80,9 @@ void Adam::step() {
                     exp_avg_sq.data_ptr<T>(), c);
       }
     });
+    // Written through their pointers, so counted here: a graph that saved the old weights must
+    // not backward through the new ones.
+    for (const Tensor& written : {param, step_count, exp_avg, exp_avg_sq}) increment_version(written);
   }
 }
 

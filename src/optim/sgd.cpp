@@ -67,6 +67,10 @@ void SGD::step() {
         sgd_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
       }
     });
+    // Written through their pointers, so counted here: a graph that saved the old weights must
+    // not backward through the new ones.
+    increment_version(param);
+    if (buf.defined()) increment_version(buf);
   }
 }
 

@@ -48,6 +48,7 @@ TEST_P(Collectives, AllReduceSumMaxAvg) {
   const Tensor max = rank_tensor(dtype, n, group().rank());
   group().all_reduce(sum, ReduceOp::Sum);
   group().all_reduce(max, ReduceOp::Max);
+  EXPECT_EQ(sum.version(), 1) << "a collective changes its tensor in place, and counts it";
   const std::vector<int64_t> got_sum = as_ints(sum), got_max = as_ints(max);
   for (int64_t i = 0; i < n; ++i) {
     int64_t want_sum = 0, want_max = INT64_MIN;

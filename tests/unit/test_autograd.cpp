@@ -145,13 +145,91 @@ TEST(Autograd, TheCallersGradientIsNeverReusedAsALeafGradient) {
 }
 
 TEST(Autograd, InPlaceChangesToRecordedTensorsAreRefused) {
-  // z is saved by MulBackward; changing it in place would silently give wrong gradients.
+  // Lockstep records no in-place ops, so while recording, a tensor in the graph is read-only.
   Tensor x = ones({1}).requires_grad_();
   Tensor z = x * 2.0;
   expect_error([&] { z.mul_(10.0); }, "mul_: a tensor that requires grad cannot be modified in place");
   expect_error([&] { x.view({1}).fill_(7.0); }, "fill_: a tensor that requires grad cannot be modified in place");
   NoGradGuard no_grad;
   z.mul_(10.0);  // allowed when nothing is recorded (how optimisers update weights)
+}
+
+TEST(Autograd, VersionCountsInPlaceChangesSharedByViewsAndDetach) {
+  Tensor x = zeros({2, 3});
+  EXPECT_EQ(x.version(), 0);  // a new tensor starts at 0, as in PyTorch
+  x.fill_(1.0);
+  EXPECT_EQ(x.version(), 1);
+  const Tensor row = x.select(0, 1), alias = x.detach();
+  row.mul_(2.0);
+  alias.add_(ones({2, 3}));
+  alias.copy_(zeros({3}));
+  EXPECT_EQ(x.version(), 4);
+  EXPECT_EQ(row.version(), 4);
+  // A result has data of its own, and so a version of its own.
+  EXPECT_EQ(x.clone().version(), 0);
+  EXPECT_EQ((x + 1.0).version(), 0);
+  EXPECT_EQ(zeros_like(x).version(), 0);
+  EXPECT_EQ(x.version(), 4);
+}
+
+TEST(Autograd, BackwardRefusesASavedInputChangedInPlace) {
+  // The common case: a batch refilled in place before the backward pass of the last one.
+  Tensor w = ones({3}).requires_grad_();
+  Tensor x = from_vector({1.0, 2.0, 3.0}, {3});
+  Tensor loss = sum(w * x);  // MulBackward saves x: it is w's gradient
+  x.fill_(0.0);
+  const std::string message = error_message([&] { loss.backward(); });
+  EXPECT_EQ(message, "MulBackward: a tensor it saved in the forward pass (f32, shape [3]) was modified in place "
+                     "after it was saved: it is at version 1, expected version 0, so the gradient would be computed "
+                     "from the wrong values. Make the in-place change after backward(), or change a clone() instead");
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Autograd, BackwardRefusesChangesThroughDetachAndAViewOfTheTarget) {
+  // exp saves its own output; detach() shares the data and its version.
+  Tensor a = from_vector({0.0, 1.0}, {2}).requires_grad_();
+  Tensor e = exp(a);
+  Tensor loss = sum(e);
+  e.detach().mul_(2.0);
+  expect_error([&] { loss.backward(); }, "ExpBackward: a tensor it saved in the forward pass (f32, shape [2])");
+  // cross_entropy saves the caller's class labels.
+  Tensor logits = zeros({2, 3}).requires_grad_();
+  Tensor target = from_vector_i64({0, 2}, {2});
+  Tensor ce = cross_entropy(logits, target);
+  target.slice(0, 1, 2).fill_(1.0);
+  expect_error([&] { ce.backward(); }, "CrossEntropyBackward: a tensor it saved in the forward pass (i64, shape [2])");
+  // max along a dimension returns the indices its backward pass uses.
+  Tensor m = from_vector({1.0, 5.0, 7.0, 2.0}, {2, 2}).requires_grad_();
+  auto [values, indices] = max(m, 1);
+  indices.fill_(0.0);
+  expect_error([&] { sum(values).backward(); }, "MaxBackward: a tensor it saved in the forward pass (i64, shape [2])");
+}
+
+TEST(Autograd, AnOptimiserStepBeforeASecondBackwardIsCaught) {
+  // The step changes w, which MulBackward saved (w * w needs w for its gradient), so
+  // backward through the retained graph would use the new w with the old graph.
+  Tensor w = from_vector({1.0, 2.0}, {2}).requires_grad_();
+  Tensor loss = sum(w * w);
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  SGD optimizer({w}, SGDOptions(0.1));
+  const int64_t before = w.version();
+  optimizer.step();
+  EXPECT_EQ(w.version(), before + 1);
+  expect_error([&] { loss.backward(); }, "MulBackward: a tensor it saved in the forward pass (f32, shape [2]) was "
+                                         "modified in place after it was saved: it is at version 1, expected version 0");
+}
+
+TEST(Autograd, ChangingWhatNoBackwardNeedsIsAllowed) {
+  // AddBackward saves nothing; MulBackward saves w only when x needs a gradient (it does not).
+  Tensor w = ones({2}).requires_grad_();
+  Tensor x = full({2}, 3.0);
+  Tensor loss = sum(w * x) + sum(x + w);
+  {
+    NoGradGuard no_grad;
+    w.add_(ones({2}));
+  }
+  loss.backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{4, 4}));
 }
 
 TEST(Autograd, BackwardChecksTheGradientsDtype) {

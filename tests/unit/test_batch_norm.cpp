@@ -93,6 +93,9 @@ TEST(BatchNorm, RunningStatsFollowPyTorchFormula4D) {
   const std::vector<double> rm0 = running_mean.to_vector<double>(), rv0 = running_var.to_vector<double>();
   const double momentum = 0.3;
   batch_norm(x, running_mean, running_var, Tensor(), Tensor(), true, momentum);
+  // Updated in place, so counted as in-place changes (what saved them must not use them now).
+  EXPECT_EQ(running_mean.version(), 1);
+  EXPECT_EQ(running_var.version(), 1);
   const double n = 3 * 4 * 5;
   for (int64_t c = 0; c < 2; ++c) {
     const std::vector<double> values = channel(x, c);
