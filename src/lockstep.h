@@ -25,6 +25,7 @@
 #include "data/sampler.h"
 #include "distributed/check_in_sync.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/export_trace.h"
 #include "distributed/launch.h"
 #include "distributed/process_group.h"
 #include "distributed/process_group_mpi.h"

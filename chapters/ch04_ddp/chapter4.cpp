@@ -9,6 +9,7 @@
 #include "lockstep.h"
 #include "util/program.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 using namespace lockstep;
 
@@ -30,6 +31,7 @@ struct Options {
   bool no_set_epoch = false;
   std::string data;
   std::string save;
+  std::string trace;
 };
 
 std::string hex(uint64_t value) {
@@ -51,6 +53,7 @@ struct Evaluation {
 };
 
 Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_set, ProcessGroup& group, Device device) {
+  const RecordFunction span("evaluate", "eval");  // a span on the timeline of --trace
   model.eval();
   NoGradGuard no_grad;
   auto shard = std::make_shared<DistributedSampler>(test_set->size(), group.size(), group.rank(),
@@ -90,11 +93,15 @@ int run(const Options& o) {
   log_rank("running on " + device.str());
   //! [launch]
 
-  if (!o.save.empty()) {
-    const std::filesystem::path folder = std::filesystem::path(o.save).parent_path();
-    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--save ", o.save, ": the folder '",
+  // Files are written at the end: refuse a missing folder now, not after the training.
+  for (const auto& [flag, path] : {std::pair{"--save", o.save}, std::pair{"--trace", o.trace}}) {
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), flag, " ", path, ": the folder '",
                    folder.string(), "' does not exist");
   }
+  // Every rank records a timeline of its spans (forward, backward, each autograd node, each
+  // all-reduce on the MPI worker's row...), merged into one file at the end.
+  if (!o.trace.empty()) enable_trace();
   const std::string root = find_data_dir(o.data);
   auto train_set = std::make_shared<TensorDataset>(fashion_mnist(root, true));
   auto test_set = std::make_shared<TensorDataset>(fashion_mnist(root, false));
@@ -213,6 +220,11 @@ int run(const Options& o) {
               << ddp->state_dict().front().first << "\")\n";
   }
   //! [save]
+  if (!o.trace.empty()) {
+    const int64_t spans = export_chrome_trace(o.trace, cpu_process_group());
+    print_rank0("trace: " + std::to_string(spans) + " spans of " + std::to_string(group.size()) +
+                " rank(s) written to " + o.trace + " (open it in https://ui.perfetto.dev)");
+  }
   print_rank0(ResultLine(4).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
                   .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
                   .add("samples_per_s", summed[0] / slowest.item()).add("epoch_s", slowest.item() / epoch)
@@ -248,5 +260,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", o.data, "directory with Fashion-MNIST (default: $LOCKSTEP_DATA, data/, "
                                    "/usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");
+  app.add_option("--trace", o.trace, "write every rank's timeline (Chrome trace JSON, for ui.perfetto.dev) to this "
+                                     "file; use with --max-steps, it grows with every step");
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "ops/elementwise.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -43,6 +44,7 @@ void queue_backward_callback(std::function<void()> callback) {
 
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
   BackwardScope scope;
+  const RecordFunction span("backward", "autograd");
   // Gradients are computed with recording off: we do not build graphs of graphs.
   NoGradGuard no_grad;
 
@@ -61,7 +63,8 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
   }
 
   // 2. Run ready nodes, latest-created first (as PyTorch does), so the last layer's
-  //    gradients are finished first: that is the order DDP's buckets expect.
+  //    gradients are finished first: that is the order DDP's buckets expect. A leaf's
+  //    AccumulateGrad has the largest number of all, so it runs the moment it is ready.
   auto later_first = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
     return a->sequence_nr() < b->sequence_nr();
   };
@@ -77,7 +80,11 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
     pending.erase(node.get());
     // A node that received no gradient on any path passes none on, but still counts as run
     // so that the nodes below it are not left waiting.
-    const std::vector<Tensor> input_grads = node_grad.defined() ? node->apply(node_grad) : std::vector<Tensor>{};
+    std::vector<Tensor> input_grads;
+    if (node_grad.defined()) {
+      const RecordFunction span(trace_enabled() ? node->name() : std::string(), "autograd");
+      input_grads = node->apply(node_grad);
+    }
     if (!retain_graph) node->release_saved();
 
     // 3. Hand each input gradient to the node that produced that input, summing if several

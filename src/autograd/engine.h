@@ -10,8 +10,9 @@
 namespace lockstep {
 
 /// Runs backward from `root` with incoming gradient `grad`. Each node runs once, after every
-/// node that feeds it has run (its gradients summed first); ready nodes run latest-created
-/// first. Without `retain_graph`, saved tensors are freed as nodes finish.
+/// node that feeds it has run (its gradients summed first); of the ready nodes, AccumulateGrad
+/// runs first, then the latest-created. Without `retain_graph`, saved tensors are freed as
+/// nodes finish.
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph);
 
 /// Queues `callback` to run once the backward pass now running on this thread has processed

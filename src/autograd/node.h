@@ -36,12 +36,15 @@ class Node {
   const std::vector<std::shared_ptr<Node>>& next_edges() const { return next_edges_; }
   /// Sets the input edges (done once, when the op records itself).
   void set_next_edges(std::vector<std::shared_ptr<Node>> edges) { next_edges_ = std::move(edges); }
-  /// Creation order; backward runs later-created nodes first, as PyTorch does.
+  /// Creation order; backward runs ready nodes with the highest number first, as PyTorch does:
+  /// later-created first, and AccumulateGrad before all (it has the largest number there is).
   uint64_t sequence_nr() const { return sequence_nr_; }
 
  protected:
   /// Takes the next sequence number.
   Node();
+  /// Takes `sequence_nr` instead (AccumulateGrad: the largest).
+  explicit Node(uint64_t sequence_nr) : sequence_nr_(sequence_nr) {}
 
  private:
   std::vector<std::shared_ptr<Node>> next_edges_;
@@ -50,10 +53,16 @@ class Node {
 
 /// The sink for a leaf tensor: adds the incoming gradient into leaf.grad(), then runs the
 /// leaf's post-accumulate-grad hooks (where DDP starts its all-reduce).
+///
+/// It runs as soon as the leaf's gradient is complete, whatever else is ready: its sequence
+/// number is the largest there is. Creation order would not do: one leaf's node is shared by
+/// every graph alive at once, and a training loop's `loss` keeps the last step's graph alive
+/// while the next forward runs, so the node is older than every node of the new graph and
+/// would wait for all of them, leaving DDP nothing to overlap.
 class AccumulateGrad final : public Node {
  public:
   /// A sink for `leaf`.
-  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {}
+  explicit AccumulateGrad(Tensor leaf) : Node(UINT64_MAX), leaf_(std::move(leaf)) {}
   /// Accumulates into the leaf; returns no input gradients.
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   /// "AccumulateGrad".

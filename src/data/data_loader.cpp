@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -64,6 +65,7 @@ class DataLoader::Epoch {
   };
 
   Item prepare(size_t b) const {
+    const RecordFunction span("DataLoader: prepare batch", "data");
     Item item;
     try {
       item.batch = dataset_->get_batch(batches_[b]);
@@ -77,6 +79,7 @@ class DataLoader::Epoch {
 
   // The worker: prepares every batch in order and queues it, waiting while the queue is full.
   void produce() {
+    set_trace_thread_name("DataLoader worker");
     for (size_t b = 0; b < batches_.size(); ++b) {
       Item item = prepare(b);
       const bool failed = item.error != nullptr;

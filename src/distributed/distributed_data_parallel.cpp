@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "distributed/rank_agreement.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -80,14 +81,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
   // sees other samples), so before each forward they are made rank 0's again.
-  if (options_.broadcast_buffers() && group_.size() > 1) {
+  const auto buffers = module_->named_buffers();
+  if (options_.broadcast_buffers() && group_.size() > 1 && !buffers.empty()) {
     NoGradGuard no_grad;
-    for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
+    const RecordFunction span("DDP: broadcast buffers", "ddp");
+    for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
   }
   // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
   // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
   // for evaluation) leave the reducer alone, so a backward they come between still averages.
   reducer_->prepare_for_forward(require_sync_ && grad_mode_enabled());
+  const RecordFunction span("DistributedDataParallel.forward", "ddp");
   return module_->forward(input);
 }
 

@@ -13,11 +13,13 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/cuda_copy.h"
 #include "distributed/mpi_check.h"
 #include "distributed/process_group_mpi.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -135,7 +137,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
-    return enqueue({view}, [=] {
+    return enqueue("all_reduce", tensor.numel() * element_size(tensor.dtype()), {view}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op(op), comm_));
       if (op == ReduceOp::Avg) divide(host, size());
     });
@@ -146,7 +148,9 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
-    return enqueue({view}, [=] { LOCKSTEP_MPI_CHECK(MPI_Bcast(host.data(), count, type, root, comm_)); });
+    return enqueue("broadcast", tensor.numel() * element_size(tensor.dtype()), {view}, [=] {
+      LOCKSTEP_MPI_CHECK(MPI_Bcast(host.data(), count, type, root, comm_));
+    });
   }
 
   std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) override {
@@ -155,7 +159,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(input);
     const Tensor send = in.host, receive = out.host;
-    return enqueue({in, out}, [=] {
+    return enqueue("all_gather", output.numel() * element_size(output.dtype()), {in, out}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Allgather(send.data(), count, type, receive.data(), count, type, comm_));
     });
   }
@@ -166,28 +170,33 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(output);
     const Tensor send = in.host, receive = out.host;
-    return enqueue({in, out}, [=] {
+    return enqueue("reduce_scatter", input.numel() * element_size(input.dtype()), {in, out}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Reduce_scatter_block(send.data(), receive.data(), count, type, mpi_op(op), comm_));
       if (op == ReduceOp::Avg) divide(receive, size());
     });
   }
 
   std::shared_ptr<Work> start_barrier() override {
-    return enqueue({}, [=] { LOCKSTEP_MPI_CHECK(MPI_Barrier(comm_)); });
+    return enqueue("barrier", 0, {}, [=] { LOCKSTEP_MPI_CHECK(MPI_Barrier(comm_)); });
   }
 
  private:
   struct Task {
     std::shared_ptr<MpiWork> work;
     std::function<void()> run;
+    std::string name;  // for the trace: "all_reduce 879 KiB"
   };
 
   // Hands a collective to the worker; its Work keeps the staged tensors alive until waited for.
-  std::shared_ptr<Work> enqueue(std::vector<HostView> views, std::function<void()> run) {
+  // `what` and `bytes` name it on the worker's row of a trace.
+  std::shared_ptr<Work> enqueue(const char* what, int64_t bytes, std::vector<HostView> views,
+                                std::function<void()> run) {
     auto work = std::make_shared<MpiWork>(std::move(views));
+    std::string name;
+    if (trace_enabled()) name = detail::concat(what, " ", bytes_str(bytes));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({work, std::move(run)});
+      queue_.push_back({work, std::move(run), std::move(name)});
     }
     queue_changed_.notify_one();
     return work;
@@ -196,6 +205,7 @@ class ProcessGroupMPI : public ProcessGroup {
   // The worker: runs queued collectives in order until the group is destroyed and the queue is
   // empty. An error in one collective is handed to whoever waits for it.
   void run_worker() {
+    set_trace_thread_name("MPI worker");
     for (;;) {
       Task task;
       {
@@ -207,6 +217,7 @@ class ProcessGroupMPI : public ProcessGroup {
       }
       std::exception_ptr error;
       try {
+        const RecordFunction span(std::move(task.name), "comm");
         task.run();
       } catch (...) {
         error = std::current_exception();

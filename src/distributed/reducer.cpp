@@ -4,6 +4,7 @@
 
 #include "autograd/engine.h"
 #include "core/error.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -186,8 +187,12 @@ void Reducer::finalize_backward() {
   // 3. Wait for every bucket, then hand the averages to param.grad(). A finished all-reduce is
   //    forgotten at once, so that reset_marks() below has nothing left to wait for.
   for (Bucket& bucket : buckets_) {
-    bucket.work->wait();
+    {
+      const RecordFunction span("DDP: wait for the bucket's all-reduce", "ddp");
+      bucket.work->wait();
+    }
     bucket.work.reset();
+    const RecordFunction span("DDP: copy averages into grad", "ddp");
     for (size_t position = 0; position < bucket.members.size(); ++position) {
       const size_t i = bucket.members[position];
       if (!used_anywhere[i]) continue;

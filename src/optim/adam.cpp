@@ -9,6 +9,7 @@
 #include "core/strided_loop.h"
 #include "optim/adam_rule.h"
 #include "optim/cuda/fused_updates.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -47,6 +48,7 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& options)
 void Adam::step() {
   // Like torch.optim's step, which runs under torch.no_grad(): updates are never recorded.
   NoGradGuard no_grad;
+  const RecordFunction span(name() + ".step", "optim");
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor grad = grad_for_step(i);
     if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)

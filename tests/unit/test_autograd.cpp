@@ -118,6 +118,34 @@ TEST(Autograd, LeavesFinishInReverseOrderOfUse) {
   EXPECT_EQ(order, (std::vector<std::string>{"w2", "w1"}));
 }
 
+TEST(Autograd, ALeafIsAccumulatedAsSoonAsItsGradientIsComplete) {
+  // w2's gradient is complete once the last layer's backward has run; its hook (where DDP starts
+  // an all-reduce) must fire then, before the first layer's backward.
+  Tensor w1 = ones({2}).requires_grad_(), w2 = ones({2}).requires_grad_();
+  std::vector<std::string> order;
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w2 accumulated"); });
+  auto forward = [&] {
+    const Tensor h = from_vector({1.0, 2.0}, {2}) * w1;
+    Tensor marked;
+    {
+      NoGradGuard no_grad;
+      marked = h.clone();
+    }
+    // An op of the first layer that says when its backward runs.
+    marked = record(marked, "LayerOneBackward", {h}, [&](const Tensor& g) {
+      order.push_back("layer 1 backward");
+      return std::vector<Tensor>{g};
+    });
+    return sum(marked * w2);
+  };
+  // As in a training loop, whose `loss` holds the last step's graph while the next forward runs:
+  // both graphs share each leaf's AccumulateGrad, made by the first, older than the second's nodes.
+  const Tensor previous = forward();
+  const Tensor loss = forward();
+  loss.backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w2 accumulated", "layer 1 backward"}));
+}
+
 TEST(Autograd, ViewsAreDifferentiable) {
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].t().reshape({6}) * 2.0; }, {random_input({2, 3}, 1)}));
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return x[0].slice(1, 1, 4, 2); }, {random_input({3, 5}, 2)}));

@@ -1,0 +1,144 @@
+#include "util/trace.h"
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+// One closed span.
+struct Span {
+  std::string name;
+  const char* category;
+  double start_us;
+  double duration_us;
+  int row;
+};
+
+// Everything recorded, behind one lock: spans are few (tens per training step), so a shared
+// list costs less than it would take to explain per-thread buffers.
+struct Recording {
+  std::atomic<bool> enabled{false};
+  std::mutex mutex;
+  double start_us = 0.0;
+  std::vector<Span> spans;
+  std::map<int, std::string> row_names;
+};
+
+Recording& recording() {
+  static Recording r;
+  return r;
+}
+
+// Static initialisation runs on the main thread, before main(): its row comes first.
+const std::thread::id main_thread = std::this_thread::get_id();
+
+// The calling thread's row: 0 for the main thread, then 1, 2, ... in order of first use.
+int this_row() {
+  static std::atomic<int> next_row{1};
+  thread_local const int row = std::this_thread::get_id() == main_thread ? 0 : next_row++;
+  return row;
+}
+
+}  // namespace
+
+double trace_clock_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void enable_trace() {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.spans.clear();
+  r.start_us = trace_clock_us();
+  r.enabled = true;
+}
+
+void disable_trace() { recording().enabled = false; }
+
+bool trace_enabled() { return recording().enabled.load(std::memory_order_relaxed); }
+
+double trace_start_us() {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.start_us;
+}
+
+void set_trace_thread_name(const std::string& name) {
+  Recording& r = recording();
+  const int row = this_row();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.row_names[row] = name;
+}
+
+RecordFunction::RecordFunction(std::string name, const char* category)
+    : active_(trace_enabled()), name_(std::move(name)), category_(category) {
+  if (active_) start_us_ = trace_clock_us();
+}
+
+RecordFunction::~RecordFunction() {
+  if (!active_ || !trace_enabled()) return;
+  const double end_us = trace_clock_us();
+  Recording& r = recording();
+  const int row = this_row();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  // Opened before the last enable_trace(): it belongs to a recording that was thrown away.
+  if (start_us_ < r.start_us) return;
+  r.spans.push_back({std::move(name_), category_, start_us_, end_us - start_us_, row});
+}
+
+std::string bytes_str(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  if (bytes < (int64_t(1) << 20)) return std::to_string((bytes + 512) >> 10) + " KiB";
+  return std::to_string((bytes + (int64_t(1) << 19)) >> 20) + " MiB";
+}
+
+int64_t trace_span_count() {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return static_cast<int64_t>(r.spans.size());
+}
+
+std::string trace_events_json(int pid, const std::string& process_name, double origin_us) {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::string out;
+  auto append = [&](const nlohmann::json& event) {
+    if (!out.empty()) out += ",\n";
+    out += event.dump();
+  };
+  // Metadata ("ph": "M") names the process and its rows, and keeps the rows in order.
+  append({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", process_name}}}});
+  std::map<int, std::string> rows = r.row_names;
+  for (const Span& span : r.spans) rows.emplace(span.row, span.row == 0 ? "main" : "thread " + std::to_string(span.row));
+  for (const auto& [row, name] : rows) {
+    append({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"name", name}}}});
+    append({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"sort_index", row}}}});
+  }
+  // Each span is a "complete" event ("ph": "X"): a start and a duration, in microseconds.
+  for (const Span& span : r.spans) {
+    append({{"name", span.name}, {"cat", span.category}, {"ph", "X"}, {"pid", pid}, {"tid", span.row},
+            {"ts", span.start_us - origin_us}, {"dur", span.duration_us}});
+  }
+  return out;
+}
+
+void write_trace_file(const std::string& path, const std::string& events) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  LOCKSTEP_CHECK(file.good(), "trace: cannot open '", path, "' for writing (does its folder exist?)");
+  file << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events << "\n]}\n";
+  file.close();
+  LOCKSTEP_CHECK(file.good(), "trace: writing '", path, "' failed (is the disk full?)");
+}
+
+}  // namespace lockstep

@@ -1,0 +1,123 @@
+// The timeline of util/trace.h: spans recorded only while tracing is on, nested on the row of
+// the thread that made them, written as Chrome trace events that parse as JSON.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lockstep.h"
+#include "test_util.h"
+#include "util/trace.h"
+
+using namespace lockstep;
+using namespace lockstep::test;
+
+namespace {
+
+// The events recorded so far, parsed, with times measured from the start of the recording.
+nlohmann::json recorded_events(int pid = 0) {
+  return nlohmann::json::parse("[" + trace_events_json(pid, "rank " + std::to_string(pid), trace_start_us()) + "]");
+}
+
+// The span named `name` (ph "X"); fails the test if there is not exactly one.
+nlohmann::json span_named(const nlohmann::json& events, const std::string& name) {
+  nlohmann::json found;
+  int count = 0;
+  for (const auto& event : events) {
+    if (event["ph"] == "X" && event["name"] == name) {
+      found = event;
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 1) << "spans named " << name;
+  return found;
+}
+
+// The name metadata gives row `tid`.
+std::string row_name(const nlohmann::json& events, int tid) {
+  for (const auto& event : events) {
+    if (event["ph"] == "M" && event["name"] == "thread_name" && event["tid"] == tid) return event["args"]["name"];
+  }
+  return "(no name)";
+}
+
+}  // namespace
+
+TEST(Trace, RecordsNothingWhileOff) {
+  enable_trace();
+  disable_trace();
+  { const RecordFunction span("ignored"); }
+  EXPECT_FALSE(trace_enabled());
+  EXPECT_EQ(trace_span_count(), 0);
+}
+
+TEST(Trace, SpansNestOnTheRowOfTheirThread) {
+  enable_trace();
+  {
+    const RecordFunction outer("outer", "test");
+    { const RecordFunction inner("inner", "test"); }
+    std::thread helper([] {
+      set_trace_thread_name("helper");
+      const RecordFunction span("on the helper", "test");
+    });
+    helper.join();
+  }
+  disable_trace();
+  EXPECT_EQ(trace_span_count(), 3);
+  const nlohmann::json events = recorded_events(3);
+  const nlohmann::json outer = span_named(events, "outer"), inner = span_named(events, "inner");
+  const nlohmann::json helper = span_named(events, "on the helper");
+  // The inner span lies within the outer one, on the same row (the main thread's, row 0).
+  EXPECT_EQ(outer["tid"], 0);
+  EXPECT_EQ(inner["tid"], 0);
+  EXPECT_GE(outer["ts"].get<double>(), 0.0);
+  EXPECT_GE(inner["ts"].get<double>(), outer["ts"].get<double>());
+  EXPECT_LE(inner["ts"].get<double>() + inner["dur"].get<double>(),
+            outer["ts"].get<double>() + outer["dur"].get<double>());
+  EXPECT_EQ(inner["cat"], "test");
+  EXPECT_EQ(inner["pid"], 3);
+  // The helper's span is on a row of its own, named as the thread asked.
+  EXPECT_NE(helper["tid"], 0);
+  EXPECT_EQ(row_name(events, helper["tid"]), "helper");
+  EXPECT_EQ(row_name(events, 0), "main");
+}
+
+TEST(Trace, BackwardShowsEveryNodeItRan) {
+  Tensor w = ones({3}).requires_grad_();
+  Tensor x = full({3}, 2.0);
+  enable_trace();
+  sum(w * x).backward();
+  disable_trace();
+  const nlohmann::json events = recorded_events();
+  const nlohmann::json backward = span_named(events, "backward");
+  for (const char* node : {"SumBackward", "MulBackward", "AccumulateGrad"}) {
+    const nlohmann::json span = span_named(events, node);
+    EXPECT_EQ(span["cat"], "autograd");
+    EXPECT_GE(span["ts"].get<double>(), backward["ts"].get<double>()) << node;
+  }
+}
+
+TEST(Trace, SizesAreRoundedToWholeUnits) {
+  EXPECT_EQ(bytes_str(0), "0 B");
+  EXPECT_EQ(bytes_str(1023), "1023 B");
+  EXPECT_EQ(bytes_str(1024), "1 KiB");
+  EXPECT_EQ(bytes_str(900149), "879 KiB");
+  EXPECT_EQ(bytes_str(16 << 20), "16 MiB");
+}
+
+TEST(Trace, WritesAFileThatParsesAndSaysWhyItCannot) {
+  enable_trace();
+  { const RecordFunction span("written", "test"); }
+  disable_trace();
+  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_test_trace.json").string();
+  write_trace_file(path, trace_events_json(0, "rank 0", trace_start_us()));
+  std::ifstream file(path);
+  const nlohmann::json trace = nlohmann::json::parse(file);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  span_named(trace["traceEvents"], "written");
+  expect_error([] { write_trace_file("/no-such-dir/trace.json", ""); },
+               "trace: cannot open '/no-such-dir/trace.json' for writing");
+}
