@@ -10,7 +10,9 @@
 ///     main        |-- forward --|------------- backward -------------|- step -|
 ///     MPI worker                                    |- all_reduce 879 KiB -|
 ///
-/// which shows, for instance, whether DDP's all-reduce overlaps backward. Times come from the
+/// which shows, for instance, whether DDP's all-reduce overlaps backward. Spans time the host:
+/// for work queued on a GPU they show when it was queued, not when it ran, and NCCL's
+/// collectives, which run on the GPU, have none. Times come from the
 /// steady clock, which every process on one machine shares, so the spans of different ranks
 /// line up (distributed/export_trace.h merges them into one file).
 #pragma once
