@@ -3,14 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-
-#include <filesystem>
 #include <optional>
 
 #include "lockstep.h"
 #include "util/program.h"
 #include "util/progress.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 using namespace lockstep;
 
@@ -31,6 +30,7 @@ struct Options {
   int threads = 0;
   std::string data;
   std::string save;
+  std::string trace;
   std::string load;
 };
 
@@ -93,11 +93,8 @@ void check_options(const Options& o) {
                  " model expects 1 x 28 x 28 Fashion-MNIST images: use --model resnet with --dataset cifar10");
   LOCKSTEP_CHECK(o.model != "resnet" || o.dataset == "cifar10",
                  "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
-  if (!o.save.empty()) {
-    const std::filesystem::path folder = std::filesystem::path(o.save).parent_path();
-    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), "--save ", o.save, ": the folder '",
-                   folder.string(), "' does not exist");
-  }
+  check_output_folder("--save", o.save);
+  check_output_folder("--trace", o.trace);
 }
 
 int run(const Options& o) {
@@ -120,6 +117,9 @@ int run(const Options& o) {
   if (!o.load.empty()) model->load_state_dict(load_safetensors(o.load));
   model->to(device);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model->parameters());
+  // A timeline of the run for ui.perfetto.dev: each autograd node, the optimiser step, the
+  // DataLoader's batches (see chapter 4, section 9).
+  if (!o.trace.empty()) enable_trace();
   std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters) on " << device << ", "
             << get_num_threads() << " thread(s), batch " << o.batch_size << ", " << o.optimizer << " lr " << learning_rate(o)
             << "\n";
@@ -185,6 +185,12 @@ int run(const Options& o) {
     save_safetensors(o.save, state);
     std::cout << "saved " << o.save << "\n";
   }
+  if (!o.trace.empty()) {
+    disable_trace();
+    write_trace_file(o.trace, trace_events_json(0, "chapter2", trace_start_us()));
+    std::cout << "trace: " << trace_span_count() << " spans written to " << o.trace
+              << " (open it in https://ui.perfetto.dev)\n";
+  }
   std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)
                    .add("batch", o.batch_size).add("samples_per_s", static_cast<double>(samples) / train_seconds)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", result.accuracy).add("final_loss", last_loss)
@@ -214,6 +220,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");
+  app.add_option("--trace", o.trace, "write a timeline of the run (Chrome trace JSON, for ui.perfetto.dev) to this "
+                                     "file; use with --max-steps, it grows with every step");
   app.add_option("--load", o.load, "start from the weights in this safetensors file");
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -2,7 +2,6 @@
 // own shard of the data, gradients averaged across ranks during backward.
 // Run: make chapter4 && mpirun -n 2 ./chapter4
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -93,12 +92,8 @@ int run(const Options& o) {
   log_rank("running on " + device.str());
   //! [launch]
 
-  // Files are written at the end: refuse a missing folder now, not after the training.
-  for (const auto& [flag, path] : {std::pair{"--save", o.save}, std::pair{"--trace", o.trace}}) {
-    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-    LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), flag, " ", path, ": the folder '",
-                   folder.string(), "' does not exist");
-  }
+  check_output_folder("--save", o.save);
+  check_output_folder("--trace", o.trace);
   // Every rank records a timeline of its spans (forward, backward, each autograd node, each
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();

@@ -73,6 +73,7 @@ int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim())]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim())]; }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
+int64_t Tensor::nbytes() const { return numel() * static_cast<int64_t>(element_size(dtype())); }
 DType Tensor::dtype() const { return checked(impl_.get()).dtype; }
 Device Tensor::device() const { return checked(impl_.get()).storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_.get()).storage; }

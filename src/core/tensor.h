@@ -103,6 +103,8 @@ class Tensor {
   int64_t stride(int64_t d) const;
   /// Number of elements.
   int64_t numel() const;
+  /// Bytes of its elements: numel() times the element size (PyTorch's `nbytes`).
+  int64_t nbytes() const;
   /// Element type.
   DType dtype() const;
   /// Device holding the data.

@@ -81,18 +81,17 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
   // sees other samples), so before each forward they are made rank 0's again.
-  const auto buffers = module_->named_buffers();
-  if (options_.broadcast_buffers() && group_.size() > 1 && !buffers.empty()) {
+  if (options_.broadcast_buffers() && group_.size() > 1) {
     NoGradGuard no_grad;
-    const RecordFunction span("DDP: broadcast buffers", "ddp");
+    const auto buffers = module_->named_buffers();
+    const RecordFunction span(buffers.empty() ? "" : "DDP: broadcast buffers", "ddp");
     for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
   }
   // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
   // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
   // for evaluation) leave the reducer alone, so a backward they come between still averages.
   reducer_->prepare_for_forward(require_sync_ && grad_mode_enabled());
-  const RecordFunction span("DistributedDataParallel.forward", "ddp");
-  return module_->forward(input);
+  return (*module_)(input);
 }
 
 }  // namespace lockstep

@@ -1,6 +1,7 @@
 #include "distributed/export_trace.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,11 @@ namespace lockstep {
 int64_t export_chrome_trace(const std::string& path, ProcessGroup& group) {
   // The collectives below would be recorded too: stop here.
   disable_trace();
-  // 1. One time axis: zero is the earliest start of any rank (the largest of the negatives).
-  const Tensor origin = from_vector({-trace_start_us()}, {1}, TensorOptions().dtype(DType::f64));
+  // 1. One time axis: zero is the earliest start of any rank (the largest of the negatives; a
+  //    rank that never started a recording offers -infinity, which never wins).
+  const double start = trace_start_us();
+  const Tensor origin = from_vector({start > 0.0 ? -start : -std::numeric_limits<double>::infinity()}, {1},
+                                    TensorOptions().dtype(DType::f64));
   group.all_reduce(origin, ReduceOp::Max);
   const std::string mine =
       trace_events_json(group.rank(), "rank " + std::to_string(group.rank()), -origin.item<double>());

@@ -137,7 +137,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
-    return enqueue("all_reduce", tensor.numel() * element_size(tensor.dtype()), {view}, [=] {
+    return enqueue("all_reduce", tensor.nbytes(), {view}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op(op), comm_));
       if (op == ReduceOp::Avg) divide(host, size());
     });
@@ -148,7 +148,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
-    return enqueue("broadcast", tensor.numel() * element_size(tensor.dtype()), {view}, [=] {
+    return enqueue("broadcast", tensor.nbytes(), {view}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Bcast(host.data(), count, type, root, comm_));
     });
   }
@@ -159,7 +159,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(input);
     const Tensor send = in.host, receive = out.host;
-    return enqueue("all_gather", output.numel() * element_size(output.dtype()), {in, out}, [=] {
+    return enqueue("all_gather", output.nbytes(), {in, out}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Allgather(send.data(), count, type, receive.data(), count, type, comm_));
     });
   }
@@ -170,7 +170,7 @@ class ProcessGroupMPI : public ProcessGroup {
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(output);
     const Tensor send = in.host, receive = out.host;
-    return enqueue("reduce_scatter", input.numel() * element_size(input.dtype()), {in, out}, [=] {
+    return enqueue("reduce_scatter", input.nbytes(), {in, out}, [=] {
       LOCKSTEP_MPI_CHECK(MPI_Reduce_scatter_block(send.data(), receive.data(), count, type, mpi_op(op), comm_));
       if (op == ReduceOp::Avg) divide(receive, size());
     });
@@ -184,7 +184,8 @@ class ProcessGroupMPI : public ProcessGroup {
   struct Task {
     std::shared_ptr<MpiWork> work;
     std::function<void()> run;
-    std::string name;  // for the trace: "all_reduce 879 KiB"
+    const char* what;  // for the trace: "all_reduce" ...
+    int64_t bytes;     // ... and its size
   };
 
   // Hands a collective to the worker; its Work keeps the staged tensors alive until waited for.
@@ -192,11 +193,9 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> enqueue(const char* what, int64_t bytes, std::vector<HostView> views,
                                 std::function<void()> run) {
     auto work = std::make_shared<MpiWork>(std::move(views));
-    std::string name;
-    if (trace_enabled()) name = detail::concat(what, " ", bytes_str(bytes));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({work, std::move(run), std::move(name)});
+      queue_.push_back({work, std::move(run), what, bytes});
     }
     queue_changed_.notify_one();
     return work;
@@ -217,7 +216,7 @@ class ProcessGroupMPI : public ProcessGroup {
       }
       std::exception_ptr error;
       try {
-        const RecordFunction span(std::move(task.name), "comm");
+        const RecordFunction span(trace_enabled() ? detail::concat(task.what, " ", bytes_str(task.bytes)) : "", "comm");
         task.run();
       } catch (...) {
         error = std::current_exception();

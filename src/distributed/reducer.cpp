@@ -17,8 +17,6 @@ struct Reducer::Bucket {
 };
 
 namespace {
-int64_t nbytes(const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); }
-
 // The slice of a bucket's flat buffer that holds member `position`'s gradient, shaped like it.
 Tensor slot(const Tensor& flat, int64_t offset, const Tensor& param) {
   return flat.slice(0, offset, offset + param.numel()).view(param.shape());
@@ -42,7 +40,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     const Tensor& p = params_[i].second;
     Open& bucket = open[{static_cast<int>(p.dtype()), p.device().str()}];
     bucket.members.push_back(i);
-    bucket.bytes += nbytes(p);
+    bucket.bytes += p.nbytes();
     if (bucket.bytes >= (bucket.closed == 0 ? first_bucket_bytes : bucket_bytes)) {
       groups.push_back(std::move(bucket.members));
       bucket = Open{{}, 0, bucket.closed + 1};
@@ -105,7 +103,7 @@ std::vector<BucketSummary> Reducer::buckets() const {
   for (const Bucket& bucket : buckets_) {
     BucketSummary summary;
     for (size_t i : bucket.members) summary.names.push_back(params_[i].first);
-    summary.bytes = nbytes(bucket.flat);
+    summary.bytes = bucket.flat.nbytes();
     out.push_back(std::move(summary));
   }
   return out;

@@ -15,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
 #include "core/error.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -235,6 +236,12 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
 }
 
 // ---- printing ------------------------------------------------------------------------------
+
+Tensor Module::operator()(const Tensor& input) {
+  if (!trace_enabled()) return forward(input);
+  const RecordFunction span(name() + ".forward", "module");
+  return forward(input);
+}
 
 std::string Module::name() const {
   // typeid gives the mangled name ("N8lockstep6LinearE"); the C++ ABI turns it back into

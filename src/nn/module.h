@@ -56,8 +56,9 @@ class Module {
 
   /// The computation of the module. Called through operator().
   virtual Tensor forward(const Tensor& input) = 0;
-  /// Runs forward(input): `model(x)` as in PyTorch.
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// Runs forward(input): `model(x)` as in PyTorch. While tracing (util/trace.h) the call is a
+  /// span named after the module, "Conv2d.forward", so nested modules show as nested spans.
+  Tensor operator()(const Tensor& input);
 
   // Registration (called by subclasses' constructors)
   /// Adds a learnable tensor under `name` and marks it requires_grad; returns it so that a

@@ -44,7 +44,7 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
 void SGD::step() {
   // Like torch.optim's step, which runs under torch.no_grad(): updates are never recorded.
   NoGradGuard no_grad;
-  const RecordFunction span(name() + ".step", "optim");
+  const RecordFunction span(trace_enabled() ? name() + ".step" : "", "optim");
   for (size_t i = 0; i < params().size(); ++i) {
     const Tensor grad = grad_for_step(i);
     if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)

@@ -1,7 +1,10 @@
 #include "util/program.h"
 
+#include <filesystem>
 #include <iostream>
 #include <utility>
+
+#include "core/error.h"
 
 namespace lockstep {
 
@@ -11,6 +14,12 @@ std::function<void(int)>& fatal_error_handler() {
   return handler;
 }
 }  // namespace
+
+void check_output_folder(const std::string& flag, const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), flag, " ", path, ": the folder '",
+                 folder.string(), "' does not exist");
+}
 
 void set_fatal_error_handler(std::function<void(int exit_code)> handler) { fatal_error_handler() = std::move(handler); }
 

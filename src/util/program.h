@@ -17,6 +17,11 @@ namespace lockstep {
 /// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+/// Refuses, with a sentence naming `flag`, an output `path` whose folder does not exist, so that
+/// a program that writes its files at the end fails before its work rather than after it. An
+/// empty path (the flag not given) passes.
+void check_output_folder(const std::string& flag, const std::string& path);
+
 /// Decides what happens when a program fails: after run_program has printed the error, it calls
 /// `handler(exit_code)` (if set) before returning the code. A distributed program sets one that
 /// ends every rank of the job (init_process_group does), since a rank that returned quietly would

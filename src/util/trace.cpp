@@ -6,7 +6,9 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 #include <vector>
 
@@ -19,7 +21,7 @@ namespace {
 // One closed span.
 struct Span {
   std::string name;
-  const char* category;
+  std::string category;
   double start_us;
   double duration_us;
   int row;
@@ -40,13 +42,11 @@ Recording& recording() {
   return r;
 }
 
-// Static initialisation runs on the main thread, before main(): its row comes first.
-const std::thread::id main_thread = std::this_thread::get_id();
-
-// The calling thread's row: 0 for the main thread, then 1, 2, ... in order of first use.
+// The calling thread's row: 0 for the main thread (on Linux the thread whose id is the
+// process id), then 1, 2, ... in order of first use.
 int this_row() {
   static std::atomic<int> next_row{1};
-  thread_local const int row = std::this_thread::get_id() == main_thread ? 0 : next_row++;
+  thread_local const int row = syscall(SYS_gettid) == getpid() ? 0 : next_row++;
   return row;
 }
 
@@ -64,7 +64,11 @@ void enable_trace() {
   r.enabled = true;
 }
 
-void disable_trace() { recording().enabled = false; }
+void disable_trace() {
+  Recording& r = recording();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.enabled = false;
+}
 
 bool trace_enabled() { return recording().enabled.load(std::memory_order_relaxed); }
 
@@ -81,8 +85,12 @@ void set_trace_thread_name(const std::string& name) {
   r.row_names[row] = name;
 }
 
+RecordFunction::RecordFunction(const char* name, const char* category)
+    : RecordFunction(std::string(trace_enabled() ? name : ""), category) {}
+
 RecordFunction::RecordFunction(std::string name, const char* category)
-    : active_(trace_enabled()), name_(std::move(name)), category_(category) {
+    : active_(false), name_(std::move(name)), category_(category) {
+  active_ = trace_enabled() && !name_.empty();
   if (active_) start_us_ = trace_clock_us();
 }
 
@@ -92,14 +100,16 @@ RecordFunction::~RecordFunction() {
   Recording& r = recording();
   const int row = this_row();
   std::lock_guard<std::mutex> lock(r.mutex);
-  // Opened before the last enable_trace(): it belongs to a recording that was thrown away.
-  if (start_us_ < r.start_us) return;
+  // Checked again under the lock: after disable_trace() nothing is added. And a span opened
+  // before the last enable_trace() belongs to a recording that was thrown away.
+  if (!r.enabled || start_us_ < r.start_us) return;
   r.spans.push_back({std::move(name_), category_, start_us_, end_us - start_us_, row});
 }
 
 std::string bytes_str(int64_t bytes) {
   if (bytes < 1024) return std::to_string(bytes) + " B";
-  if (bytes < (int64_t(1) << 20)) return std::to_string((bytes + 512) >> 10) + " KiB";
+  const int64_t kib = (bytes + 512) >> 10;
+  if (kib < 1024) return std::to_string(kib) + " KiB";
   return std::to_string((bytes + (int64_t(1) << 19)) >> 20) + " MiB";
 }
 
@@ -119,8 +129,14 @@ std::string trace_events_json(int pid, const std::string& process_name, double o
   };
   // Metadata ("ph": "M") names the process and its rows, and keeps the rows in order.
   append({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", process_name}}}});
-  std::map<int, std::string> rows = r.row_names;
-  for (const Span& span : r.spans) rows.emplace(span.row, span.row == 0 ? "main" : "thread " + std::to_string(span.row));
+  // Only rows with spans: a thread named in an earlier recording may have done nothing in this one.
+  std::map<int, std::string> rows;
+  for (const Span& span : r.spans) {
+    const auto named = r.row_names.find(span.row);
+    rows.emplace(span.row, named != r.row_names.end() ? named->second
+                           : span.row == 0          ? "main"
+                                                    : "thread " + std::to_string(span.row));
+  }
   for (const auto& [row, name] : rows) {
     append({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"name", name}}}});
     append({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"sort_index", row}}}});

@@ -35,17 +35,21 @@ void set_trace_thread_name(const std::string& name);
 /// Microseconds on the clock the spans are timed with (steady, shared by the processes of one
 /// machine).
 double trace_clock_us();
-/// When enable_trace() was last called, on trace_clock_us()'s clock.
+/// When enable_trace() was last called, on trace_clock_us()'s clock (0 if it never was).
 double trace_start_us();
 
 /// Times its own lifetime as one span on the calling thread's row when tracing is on
-/// (PyTorch's `with torch.profiler.record_function(name):`); when it is off it costs one check.
-/// Spans nest: one opened inside another's lifetime is drawn beneath it.
+/// (PyTorch's `with torch.profiler.record_function(name):`); when it is off it costs a check and
+/// copies nothing. Spans nest: one opened inside another's lifetime is drawn beneath it. An
+/// empty name records nothing, which makes a span conditional: `RecordFunction span(x ? "a" : "")`.
 class RecordFunction {
  public:
-  /// Opens a span named `name` in `category` ("step", "autograd", "comm", ...). In a hot path,
-  /// build a name at run time only when trace_enabled().
-  explicit RecordFunction(std::string name, const char* category = "cpu");
+  /// Opens a span named `name` in `category` ("step", "autograd", "comm", ...; a string literal,
+  /// kept by pointer). The name is copied only when tracing is on.
+  explicit RecordFunction(const char* name, const char* category = "cpu");
+  /// The same for a name built at run time; build it only when trace_enabled(), and pass ""
+  /// otherwise: `RecordFunction span(trace_enabled() ? name() + ".step" : "", "optim")`.
+  RecordFunction(std::string name, const char* category);
   /// Closes the span and records it.
   ~RecordFunction();
   RecordFunction(const RecordFunction&) = delete;             ///< A span is one scope.
@@ -58,7 +62,8 @@ class RecordFunction {
   double start_us_ = 0.0;
 };
 
-/// A size for a span's name: "512 B", "879 KiB", "16 MiB" (rounded to whole units).
+/// A size for a span's name: "512 B", "879 KiB", "16 MiB" (rounded to whole units, and to the
+/// larger unit when rounding reaches 1024).
 std::string bytes_str(int64_t bytes);
 
 /// How many spans have been recorded since the last enable_trace().
@@ -66,7 +71,8 @@ int64_t trace_span_count();
 
 /// The spans recorded so far as trace events: JSON objects separated by commas, without the
 /// surrounding array, with process id `pid` (the rank), and times in microseconds after
-/// `origin_us` (a trace_clock_us() value). Includes the rows' names and `process_name`.
+/// `origin_us` (a trace_clock_us() value). Includes `process_name` and the names of the rows
+/// that have spans.
 std::string trace_events_json(int pid, const std::string& process_name, double origin_us);
 
 /// Writes `events` (trace_events_json() of one process, or several joined with commas) as a

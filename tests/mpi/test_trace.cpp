@@ -2,6 +2,7 @@
 // time axis that starts at zero.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -42,4 +43,5 @@ TEST(ExportTrace, GathersEveryRanksSpansIntoOneFile) {
   EXPECT_TRUE(process_names.count("rank " + std::to_string(group().size() - 1)));
   EXPECT_GE(earliest, 0.0);
   EXPECT_LT(earliest, 60e6) << "time zero is the earliest start of any rank";
+  std::remove(path.c_str());
 }

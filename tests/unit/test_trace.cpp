@@ -45,8 +45,10 @@ std::string row_name(const nlohmann::json& events, int tid) {
 
 }  // namespace
 
-TEST(Trace, RecordsNothingWhileOff) {
+TEST(Trace, RecordsNothingWhileOffOrUnnamed) {
   enable_trace();
+  { const RecordFunction span("", "test"); }
+  { const RecordFunction span(std::string(), "test"); }
   disable_trace();
   { const RecordFunction span("ignored"); }
   EXPECT_FALSE(trace_enabled());
@@ -99,11 +101,26 @@ TEST(Trace, BackwardShowsEveryNodeItRan) {
   }
 }
 
+TEST(Trace, ModulesShowAsNestedForwardSpans) {
+  Sequential net(std::make_shared<Linear>(3, 2), std::make_shared<ReLU>());
+  enable_trace();
+  net(ones({4, 3}));
+  disable_trace();
+  const nlohmann::json events = recorded_events();
+  const nlohmann::json outer = span_named(events, "Sequential.forward");
+  for (const char* inner : {"Linear.forward", "ReLU.forward"}) {
+    const nlohmann::json span = span_named(events, inner);
+    EXPECT_EQ(span["cat"], "module");
+    EXPECT_GE(span["ts"].get<double>(), outer["ts"].get<double>()) << inner;
+  }
+}
+
 TEST(Trace, SizesAreRoundedToWholeUnits) {
   EXPECT_EQ(bytes_str(0), "0 B");
   EXPECT_EQ(bytes_str(1023), "1023 B");
   EXPECT_EQ(bytes_str(1024), "1 KiB");
   EXPECT_EQ(bytes_str(900149), "879 KiB");
+  EXPECT_EQ(bytes_str(1048575), "1 MiB");
   EXPECT_EQ(bytes_str(16 << 20), "16 MiB");
 }
 
