@@ -2,14 +2,14 @@
 /// SavedTensor: a tensor that an op keeps for its backward pass, together with the version its
 /// data had at that moment (PyTorch's SavedVariable).
 ///
-/// Backward reads what the forward pass saved: `w * x` keeps x for w's gradient, `exp` its output. If
-/// one of them is changed in place in between, the gradient comes out wrong without a sign.
-/// Every in-place change counts in the data's version (Tensor::version()), so unpack() can see
-/// that the value is no longer the one that was saved, and refuse:
+/// Backward reads what the forward pass saved: `w * x` keeps x for w's gradient, `exp` its
+/// output. If one of them is changed in place in between, the gradient comes out wrong without a
+/// sign. Every in-place change counts in the data's version (Tensor::version()), so unpack() can
+/// see that the value is no longer the one that was saved, and refuse:
 ///
-///     y = mul(x, w);            // MulBackward saves x at version 0
+///     Tensor y = sum(w * x);    // MulBackward saves x, at version 0
 ///     x.mul_(2.0);              // x is now at version 1
-///     y.sum().backward();       // MulBackward: a tensor saved for the backward pass ...
+///     y.backward();             // MulBackward: a tensor it saved in the forward pass ...
 #pragma once
 
 #include <cstdint>

@@ -1,14 +1,14 @@
 #include "util/trace.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <utility>
 #include <vector>
 
