@@ -75,7 +75,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   reducer_ = std::make_unique<Reducer>(std::move(params), group_,
                                        static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB),
                                        static_cast<int64_t>(options_.bucket_cap_mb() * kMiB),
-                                       options_.find_unused_parameters());
+                                       options_.find_unused_parameters(), options_.gradient_as_bucket_view());
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {

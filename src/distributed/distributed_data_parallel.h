@@ -39,6 +39,11 @@ class DistributedDataParallelOptions {
   DistributedDataParallelOptions& bucket_cap_mb(double value) { bucket_cap_mb_ = value; return *this; }
   /// The cap of the first bucket, in MiB (default 1: a small bucket starts communication early).
   DistributedDataParallelOptions& first_bucket_cap_mb(double value) { first_bucket_cap_mb_ = value; return *this; }
+  /// Make each `param.grad()` a view of its slot in the bucket, as PyTorch's option of that name
+  /// (default false). The averages are then not copied back after the all-reduce, and with
+  /// `zero_grad(false)` backward accumulates straight into the bucket, so nothing is copied in
+  /// either. The cost: a gradient tensor kept from one step is overwritten by the next.
+  DistributedDataParallelOptions& gradient_as_bucket_view(bool value) { grad_as_view_ = value; return *this; }
   /// Whether buffers are broadcast every forward.
   bool broadcast_buffers() const { return broadcast_buffers_; }
   /// Whether unused parameters are allowed.
@@ -47,12 +52,15 @@ class DistributedDataParallelOptions {
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   /// The first bucket's cap in MiB.
   double first_bucket_cap_mb() const { return first_bucket_cap_mb_; }
+  /// Whether gradients are views of the buckets.
+  bool gradient_as_bucket_view() const { return grad_as_view_; }
 
  private:
   bool broadcast_buffers_ = true;
   bool find_unused_ = false;
   double bucket_cap_mb_ = 25.0;
   double first_bucket_cap_mb_ = 1.0;
+  bool grad_as_view_ = false;
 };
 
 /// Wraps `module` so that its gradients are averaged across the ranks of a process group. The

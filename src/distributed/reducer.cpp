@@ -21,11 +21,19 @@ namespace {
 Tensor slot(const Tensor& flat, int64_t offset, const Tensor& param) {
   return flat.slice(0, offset, offset + param.numel()).view(param.shape());
 }
+
+// Whether `grad` already is that slot (gradient_as_bucket_view, after zero_grad(false)).
+bool is_slot(const Tensor& grad, const Tensor& slot) {
+  return grad.storage() == slot.storage() && grad.offset() == slot.offset();
+}
 }  // namespace
 
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
-                 int64_t bucket_bytes, bool find_unused_parameters)
-    : params_(std::move(params)), group_(group), find_unused_(find_unused_parameters) {
+                 int64_t bucket_bytes, bool find_unused_parameters, bool gradient_as_bucket_view)
+    : params_(std::move(params)),
+      group_(group),
+      find_unused_(find_unused_parameters),
+      grad_as_view_(gradient_as_bucket_view) {
   // 1. Buckets, filled walking the parameters backwards (the order backward produces their
   //    gradients), one open bucket per (dtype, device). A bucket closes once it reaches its cap:
   //    the first one of each kind is small so that communication starts early in backward.
@@ -121,7 +129,8 @@ void Reducer::mark_ready(size_t index) {
   const auto [b, position] = slot_of_[index];
   Bucket& bucket = buckets_[b];
   const Tensor& param = params_[index].second;
-  slot(bucket.flat, bucket.offsets[position], param).copy_(param.grad());
+  const Tensor into = slot(bucket.flat, bucket.offsets[position], param);
+  if (!is_slot(param.grad(), into)) into.copy_(param.grad());
   ready_[index] = true;
   if (--bucket.pending == 0) launch_ready_buckets();
 }
@@ -168,7 +177,10 @@ void Reducer::finalize_backward() {
       const auto [b, position] = slot_of_[i];
       const Tensor& param = params_[i].second;
       const Tensor into = slot(buckets_[b].flat, buckets_[b].offsets[position], param);
-      if (param.grad().defined()) {
+      if (param.grad().defined() && is_slot(param.grad(), into)) {
+        // A gradient that is a view of the bucket must not change with it if no rank used it.
+        param.set_grad(param.grad().clone());
+      } else if (param.grad().defined()) {
         into.copy_(param.grad());
       } else {
         into.zero_();
@@ -196,7 +208,9 @@ void Reducer::finalize_backward() {
       if (!used_anywhere[i]) continue;
       const Tensor& param = params_[i].second;
       const Tensor average = slot(bucket.flat, bucket.offsets[position], param);
-      if (param.grad().defined()) {
+      if (grad_as_view_) {
+        param.set_grad(average);  // from now on the gradient lives in the bucket: no copy
+      } else if (param.grad().defined()) {
         param.grad().copy_(average);
       } else {
         param.set_grad(average.clone());

@@ -7,7 +7,8 @@
 /// fires when its gradient has been accumulated; it copies the gradient into its bucket's flat
 /// buffer, and once every gradient of a bucket is there, the bucket's all-reduce starts,
 /// asynchronously, while backward goes on computing earlier layers. At the end of backward the
-/// Reducer waits for the all-reduces and copies the averages back into `param.grad()`.
+/// Reducer waits for the all-reduces and copies the averages back into `param.grad()` (or, with
+/// gradient_as_bucket_view, makes `param.grad()` a view of them).
 #pragma once
 
 #include <cstdint>
@@ -34,10 +35,10 @@ class Reducer {
   /// Buckets `params` (name, tensor) in reverse order: the first bucket closes once it holds
   /// `first_bucket_bytes` or more, the others at `bucket_bytes` (PyTorch: 1 MiB, then 25 MiB);
   /// parameters of different dtypes or devices never share a bucket. Registers one
-  /// post-accumulate-grad hook per parameter. `find_unused_parameters`: see
-  /// DistributedDataParallelOptions.
+  /// post-accumulate-grad hook per parameter. `find_unused_parameters` and
+  /// `gradient_as_bucket_view`: see DistributedDataParallelOptions.
   Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
-          int64_t bucket_bytes, bool find_unused_parameters);
+          int64_t bucket_bytes, bool find_unused_parameters, bool gradient_as_bucket_view);
   /// Removes the hooks.
   ~Reducer();
   Reducer(const Reducer&) = delete;             ///< Owns hooks that point back at it.
@@ -69,6 +70,7 @@ class Reducer {
   std::vector<std::pair<std::string, Tensor>> params_;
   ProcessGroup& group_;
   bool find_unused_;
+  bool grad_as_view_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, position in bucket)
   std::vector<uint64_t> hooks_;

@@ -13,7 +13,8 @@
 ///    `ddp_sync/raw` adds what else DDP does per step: copying each gradient into its bucket,
 ///    dividing by the world size, copying the averages back: three passes over memory. It is
 ///    measured as the time a synchronised forward+backward (on one sample, so backward is
-///    nearly free) adds over one inside no_sync().
+///    nearly free) adds over one inside no_sync(). `ddp_sync_as_bucket_view/raw` is the same
+///    with gradient_as_bucket_view and zero_grad(false): only the division is left.
 ///
 /// 2. How much communication does overlap hide? For the chapter's CNN on a real batch, the
 ///    backward pass is timed with and without synchronisation, with one bucket (the default:
@@ -59,9 +60,10 @@ double raw_allreduce_seconds(int64_t numel, int reps) {
   });
 }
 
-// One forward + backward of `ddp` on (x, y), synchronised or inside no_sync().
-void step(DistributedDataParallel& ddp, const Tensor& x, const Tensor& y, bool sync) {
-  ddp.zero_grad();
+// One forward + backward of `ddp` on (x, y), synchronised or inside no_sync(), after
+// zero_grad(set_to_none).
+void step(DistributedDataParallel& ddp, const Tensor& x, const Tensor& y, bool sync, bool set_to_none) {
+  ddp.zero_grad(set_to_none);
   if (sync) {
     cross_entropy(ddp(x), y).backward();
   } else {
@@ -73,11 +75,11 @@ void step(DistributedDataParallel& ddp, const Tensor& x, const Tensor& y, bool s
 // Median times of a local and a synchronised step, measured alternately so that drifts of the
 // machine's speed affect both alike.
 std::pair<double, double> local_and_synced_seconds(DistributedDataParallel& ddp, const Tensor& x, const Tensor& y,
-                                                   int reps) {
+                                                   int reps, bool set_to_none = true) {
   std::vector<double> local, synced;
   for (int r = 0; r < reps; ++r) {
-    local.push_back(median_seconds(1, [&] { step(ddp, x, y, false); }));
-    synced.push_back(median_seconds(1, [&] { step(ddp, x, y, true); }));
+    local.push_back(median_seconds(1, [&] { step(ddp, x, y, false, set_to_none); }));
+    synced.push_back(median_seconds(1, [&] { step(ddp, x, y, true, set_to_none); }));
   }
   std::sort(local.begin(), local.end());
   std::sort(synced.begin(), synced.end());
@@ -95,9 +97,15 @@ double bucketed_allreduce_seconds(ProcessGroup& group, const std::vector<BucketS
   });
 }
 
-void bucket_cost(ProcessGroup& group) {
+// A model of 16 MiB: four 1024 x 1024 Linear layers.
+std::shared_ptr<Module> sixteen_mib_model() {
   auto model = std::make_shared<Sequential>();
   for (int i = 0; i < 4; ++i) model->push_back(std::make_shared<Linear>(1024, 1024));
+  return model;
+}
+
+void bucket_cost(ProcessGroup& group) {
+  std::shared_ptr<Module> model = sixteen_mib_model();
   DistributedDataParallel ddp(model);
   const Tensor x = randn({1, 1024});
   const Tensor y = zeros({1}, TensorOptions().dtype(DType::i64));
@@ -105,11 +113,17 @@ void bucket_cost(ProcessGroup& group) {
   const auto [local, synced] = local_and_synced_seconds(ddp, x, y, reps);
   const double bucketed = bucketed_allreduce_seconds(group, ddp.buckets(), reps);
   const double raw = raw_allreduce_seconds(model->num_parameters(), reps);
+  // The same with the gradients as views of the buckets, zeroed in place (zero_grad(false)):
+  // backward accumulates into the buckets, and nothing is copied in or back.
+  DistributedDataParallel viewed(sixteen_mib_model(), DistributedDataParallelOptions().gradient_as_bucket_view(true));
+  const auto [view_local, view_synced] = local_and_synced_seconds(viewed, x, y, reps, /*set_to_none=*/false);
   if (group.rank() == 0) {
     std::printf("BENCH bucket_cost world=%d bytes=%lld buckets=%zu raw_allreduce_ms=%.3f bucketed_allreduce_ms=%.3f "
-                "bucketed/raw=%.3f ddp_sync_ms=%.3f ddp_sync/raw=%.3f\n",
+                "bucketed/raw=%.3f ddp_sync_ms=%.3f ddp_sync/raw=%.3f ddp_sync_as_bucket_view_ms=%.3f "
+                "ddp_sync_as_bucket_view/raw=%.3f\n",
                 group.size(), static_cast<long long>(model->num_parameters() * 4), ddp.buckets().size(), raw * 1e3,
-                bucketed * 1e3, bucketed / raw, (synced - local) * 1e3, (synced - local) / raw);
+                bucketed * 1e3, bucketed / raw, (synced - local) * 1e3, (synced - local) / raw,
+                (view_synced - view_local) * 1e3, (view_synced - view_local) / raw);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -136,6 +137,39 @@ TEST(ManyBuckets, StepsMatchOneProcessAsWithOneBucket) {
   const auto small_caps = DistributedDataParallelOptions().first_bucket_cap_mb(0.001).bucket_cap_mb(0.004);
   ASSERT_EQ(DistributedDataParallel(make_model("cnn"), small_caps).buckets().size(), 4u);
   expect_steps_match_one_process("cnn", small_caps);
+}
+
+// ---- gradient_as_bucket_view -------------------------------------------------------------------
+
+// The same steps as with copies (set_to_none, so each backward's gradient is copied in once).
+TEST(GradientAsBucketView, StepsMatchOneProcess) {
+  expect_steps_match_one_process("cnn", DistributedDataParallelOptions().gradient_as_bucket_view(true));
+}
+
+// Gradients that live in the buckets are bitwise the copies' gradients, also when zero_grad(false)
+// lets backward accumulate straight into the bucket.
+TEST(GradientAsBucketView, GradientsLiveInTheBucketsAndMatchTheCopies) {
+  const int rank = group().rank();
+  manual_seed(3);
+  auto copied = std::make_shared<DistributedDataParallel>(make_model("mlp"));
+  manual_seed(3);
+  auto viewed = std::make_shared<DistributedDataParallel>(
+      make_model("mlp"), DistributedDataParallelOptions().gradient_as_bucket_view(true));
+  for (int step = 0; step < 3; ++step) {
+    const Batch mine = make_batch("mlp", 4, 60 + step + 10 * rank);
+    for (const auto& ddp : {copied, viewed}) {
+      ddp->zero_grad(/*set_to_none=*/false);
+      cross_entropy((*ddp)(mine.x), mine.y).backward();
+    }
+    const auto want = copied->named_parameters(), got = viewed->named_parameters();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].second.grad().to_vector<float>(), want[i].second.grad().to_vector<float>())
+          << got[i].first << ", step " << step;
+    }
+  }
+  std::set<const Storage*> storages;
+  for (const Tensor& p : viewed->parameters()) storages.insert(p.grad().storage().get());
+  EXPECT_EQ(storages.size(), viewed->buckets().size()) << "every gradient is a view of its bucket";
 }
 
 // ---- no_sync ---------------------------------------------------------------------------------
@@ -336,6 +370,26 @@ TEST(UnusedParameters, ALocallyUnusedParameterSendsTheGradientItAlreadyHolds) {
   model->use_partly = rank == 0;
   sum(ddp(zeros({5, 6}))).backward();
   expect_mean_over_ranks(model->partly->weight.grad(), held, 1e-6);
+}
+
+// With gradients as bucket views, a parameter no rank used keeps the gradient it holds, as
+// without: the bucket it lives in is all-reduced, but the gradient must not follow.
+TEST(UnusedParameters, WithBucketViewsAGradientNoRankUsedKeepsItsValues) {
+  const int rank = group().rank();
+  manual_seed(3);
+  auto model = std::make_shared<BranchyModel>(/*use_partly=*/true);
+  DistributedDataParallel ddp(model,
+                              DistributedDataParallelOptions().find_unused_parameters(true).gradient_as_bucket_view(true));
+  Generator gen(40 + rank);
+  sum(ddp(randn({5, 6}, {}, &gen))).backward();  // `partly`'s gradient is now a bucket view
+  {
+    auto guard = ddp.no_sync();
+    sum(ddp(randn({5, 6}, {}, &gen))).backward();  // each rank adds its own: they differ now
+  }
+  const std::vector<double> held = model->partly->weight.grad().to_vector<double>();
+  model->use_partly = false;
+  sum(ddp(randn({5, 6}, {}, &gen))).backward();
+  EXPECT_EQ(model->partly->weight.grad().to_vector<double>(), held);
 }
 
 // ---- construction ------------------------------------------------------------------------------
