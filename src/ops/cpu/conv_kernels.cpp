@@ -79,13 +79,13 @@ void in_pieces(int64_t n, Op op) {
   if (n - k >= 1) op(k, std::integral_constant<int, 1>());
 }
 
-// Splits [0, batch) into `shares` contiguous ranges and runs `work(first, last, share)` for
-// each, one share per thread. Each share's result depends only on its images, so for a fixed
-// thread count every run computes the same bits.
+// Splits [0, batch) into `shares` contiguous ranges and runs `work(first, last)` for each, one
+// share per thread. The forward pass uses it: each image's output depends on that image alone,
+// so however the batch is split, every run computes the same bits.
 template <class Work>
 void for_each_share(int64_t batch, int64_t shares, Work work) {
 #pragma omp parallel for schedule(static) if (shares > 1)
-  for (int64_t s = 0; s < shares; ++s) work(batch * s / shares, batch * (s + 1) / shares, s);
+  for (int64_t s = 0; s < shares; ++s) work(batch * s / shares, batch * (s + 1) / shares);
 }
 
 // How many shares to split a batch into. With at least one image per thread, every thread
@@ -106,6 +106,16 @@ int64_t batch_shares(int64_t batch) {
   const int64_t threads = get_num_threads();
   return batch >= threads ? threads : 1;
 }
+
+// How many groups of consecutive images the weight gradient's sum over the batch is split
+// into: a number fixed by the batch alone, so that --threads changes the speed of a training
+// run and never its bits (each group's partial sum, and the order the partial sums are added
+// in, would otherwise move with the thread count). 16 groups keep up to 16 threads busy; more
+// threads than that share out only 16 groups. The partial sums cost 16 copies of dW: 1.2 MB
+// for the chapter-2 CNN's second convolution.
+constexpr int64_t kWeightGradGroups = 16;
+
+int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }
 
 }  // namespace
 
@@ -161,7 +171,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* y = out.data_ptr<T>();
-    for_each_share(batch, batch_shares(batch), [&](int64_t first, int64_t last, int64_t) {
+    for_each_share(batch, batch_shares(batch), [&](int64_t first, int64_t last) {
       std::vector<T> cols(patch * pixels);  // (patch, pixels), reused for each image
       for (int64_t n = first; n < last; ++n) {
         T* yn = y + n * out_channels * pixels;  // (C_out, pixels)
@@ -181,7 +191,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
-  const int64_t shares = batch_shares(batch);
+  const int64_t groups = weight_grad_groups(batch);
   dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* dy = grad_out.data_ptr<T>();
@@ -189,32 +199,40 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     T* dx = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
     T* dw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
-    // Each share sums dW over its own images; the shares are added in order at the end.
-    std::vector<std::vector<T>> dw_shares(dw ? shares : 0, std::vector<T>(out_channels * patch, T(0)));
+    // Each group sums dW over its own images; the groups are added in order at the end.
+    std::vector<std::vector<T>> dw_groups(dw ? groups : 0, std::vector<T>(out_channels * patch, T(0)));
 
-    for_each_share(batch, shares, [&](int64_t first, int64_t last, int64_t share) {
-      std::vector<T> cols(patch * pixels);  // (patch, pixels): the image's patches, or their gradient
-      for (int64_t n = first; n < last; ++n) {
-        const T* dyn = dy + n * out_channels * pixels;  // (C_out, pixels)
-        if (dw) {
-          // dW += dy . cols^T; cols^T is cols read with its strides swapped.
-          im2col(x + n * image_size, g, cols.data());
-          gemm<T>(out_channels, patch, pixels, T(1), dyn, pixels, 1, cols.data(), 1, pixels, T(1),
-                  dw_shares[share].data(), patch);
-        }
-        if (dx) {
-          // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
-          gemm<T>(patch, pixels, out_channels, T(1), w, 1, patch, dyn, pixels, 1, T(0), cols.data(), pixels);
-          T* dxn = dx + n * image_size;
-          std::fill(dxn, dxn + image_size, T(0));
-          col2im(cols.data(), g, dxn);
+    // With at least one image per thread, the threads share out the groups and each GEMM runs
+    // on one thread; with fewer, the groups run one after another and each GEMM uses every
+    // thread. Either way each group adds up the same products in the same order.
+    const bool threads_take_groups = groups > 1 && batch >= get_num_threads();
+#pragma omp parallel if (threads_take_groups)
+    {
+      std::vector<T> cols(patch * pixels);  // (patch, pixels): an image's patches, or their gradient
+#pragma omp for schedule(static)
+      for (int64_t group = 0; group < groups; ++group) {
+        for (int64_t n = batch * group / groups; n < batch * (group + 1) / groups; ++n) {
+          const T* dyn = dy + n * out_channels * pixels;  // (C_out, pixels)
+          if (dw) {
+            // dW += dy . cols^T; cols^T is cols read with its strides swapped.
+            im2col(x + n * image_size, g, cols.data());
+            gemm<T>(out_channels, patch, pixels, T(1), dyn, pixels, 1, cols.data(), 1, pixels, T(1),
+                    dw_groups[group].data(), patch);
+          }
+          if (dx) {
+            // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
+            gemm<T>(patch, pixels, out_channels, T(1), w, 1, patch, dyn, pixels, 1, T(0), cols.data(), pixels);
+            T* dxn = dx + n * image_size;
+            std::fill(dxn, dxn + image_size, T(0));
+            col2im(cols.data(), g, dxn);
+          }
         }
       }
-    });
+    }
 
     if (dw) {
       std::fill(dw, dw + out_channels * patch, T(0));
-      for (const std::vector<T>& part : dw_shares) {
+      for (const std::vector<T>& part : dw_groups) {
         for (int64_t k = 0; k < out_channels * patch; ++k) dw[k] += part[k];
       }
     }
