@@ -156,6 +156,30 @@ TEST(Reduce, LargeSumsUseEveryThreadAndStayAccurate) {
   EXPECT_EQ(sum(ones({3, 1 << 16}), {1}).to_vector<double>(), std::vector<double>(3, 65536.0));
 }
 
+// A sum large enough to be split over the threads gives the same bits with any thread count:
+// f64, where the order of additions shows in the last bits, over a whole tensor and over a
+// large slice of a non-contiguous view.
+TEST(Reduce, LargeSumsGiveTheSameBitsWithAnyThreadCount) {
+  const int saved_threads = get_num_threads();
+  Generator gen(9);
+  const Tensor x = randn({3, 200001}, TensorOptions().dtype(DType::f64), &gen);
+  const std::vector<int> thread_counts{1, 2, 3, 5};
+  std::vector<std::vector<double>> results;
+  for (int threads : thread_counts) {
+    set_num_threads(threads);
+    std::vector<double> sums = sum(x, {1}).to_vector<double>();
+    sums.push_back(sum(x).item());
+    sums.push_back(sum(x.t()).item());
+    results.push_back(sums);
+  }
+  set_num_threads(saved_threads);
+  for (size_t k = 1; k < results.size(); ++k) {
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      EXPECT_EQ(results[k][i], results[0][i]) << "sum " << i << " with " << thread_counts[k] << " threads";
+    }
+  }
+}
+
 TEST(Reduce, GradientsMatchFiniteDifferences) {
   const auto x = random_input({2, 3, 4}, 8);
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return sum(t[0]); }, {x}));

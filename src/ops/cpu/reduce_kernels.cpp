@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "core/strided_loop.h"
@@ -56,7 +57,7 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
 
   dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // Floats accumulate in double (accurate, and independent of the thread count); integers
+    // Floats accumulate in double (accurate); integers
     // and bools in int64, exactly, and their sum is an i64 tensor, as in PyTorch.
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
     using Out = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
@@ -73,16 +74,19 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
         });
         return total;
       }
-      // A large slice: the threads split its pieces (rows, long rows cut into pieces) and add
-      // their partial sums.
+      // A large slice: the threads share out its pieces (rows, long rows cut into pieces). The
+      // pieces are fixed by the shape, and their sums are added in order afterwards, so the
+      // result does not depend on the number of threads.
       const std::array<int64_t, 1> start{base};
       const RowPieces<1> pieces(red_shape, red_walk, start);
-#pragma omp parallel for reduction(+ : total) schedule(static)
+      std::vector<Acc> piece_sums(static_cast<size_t>(pieces.count()));
+#pragma omp parallel for schedule(static)
       for (int64_t w = 0; w < pieces.count(); ++w) {
         std::array<int64_t, 1> b;
         const int64_t n = pieces.piece(w, b);
-        total += sum_strided<Acc>(in + b[0], n, pieces.step()[0]);
+        piece_sums[w] = sum_strided<Acc>(in + b[0], n, pieces.step()[0]);
       }
+      for (const Acc piece_sum : piece_sums) total += piece_sum;
       return total;
     };
 
