@@ -19,6 +19,7 @@
 #include "core/cuda/launch.cuh"
 #include "distributed/nccl_check.cuh"
 #include "distributed/process_group_nccl.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -123,7 +124,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
     check_device("all_reduce", tensor);
     const ncclDataType_t type = nccl_datatype(tensor.dtype());
-    return launch({tensor}, /*blocks_host=*/false, tensor.numel(), [&] {
+    return launch("all_reduce", tensor.nbytes(), {tensor}, /*blocks_host=*/false, tensor.numel(), [&] {
       LOCKSTEP_NCCL_CHECK(
           ncclAllReduce(tensor.data(), tensor.data(), tensor.numel(), type, nccl_op(op), comm_, stream_));
     });
@@ -132,7 +133,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> start_broadcast(const Tensor& tensor, int root) override {
     check_device("broadcast", tensor);
     const ncclDataType_t type = nccl_datatype(tensor.dtype());
-    return launch({tensor}, /*blocks_host=*/false, tensor.numel(), [&] {
+    return launch("broadcast", tensor.nbytes(), {tensor}, /*blocks_host=*/false, tensor.numel(), [&] {
       LOCKSTEP_NCCL_CHECK(ncclBroadcast(tensor.data(), tensor.data(), tensor.numel(), type, root, comm_, stream_));
     });
   }
@@ -140,7 +141,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) override {
     check_device("all_gather", input);
     const ncclDataType_t type = nccl_datatype(input.dtype());
-    return launch({output, input}, /*blocks_host=*/false, input.numel(), [&] {
+    return launch("all_gather", output.nbytes(), {output, input}, /*blocks_host=*/false, input.numel(), [&] {
       LOCKSTEP_NCCL_CHECK(ncclAllGather(input.data(), output.data(), input.numel(), type, comm_, stream_));
     });
   }
@@ -148,7 +149,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> start_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
     check_device("reduce_scatter", input);
     const ncclDataType_t type = nccl_datatype(input.dtype());
-    return launch({output, input}, /*blocks_host=*/false, output.numel(), [&] {
+    return launch("reduce_scatter", input.nbytes(), {output, input}, /*blocks_host=*/false, output.numel(), [&] {
       LOCKSTEP_NCCL_CHECK(
           ncclReduceScatter(input.data(), output.data(), output.numel(), type, nccl_op(op), comm_, stream_));
     });
@@ -158,7 +159,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> start_barrier() override {
     if (!barrier_tensor_.defined()) barrier_tensor_ = zeros({1}, TensorOptions().device(device_));
     const Tensor& flag = barrier_tensor_;
-    return launch({flag}, /*blocks_host=*/true, 1, [&] {
+    return launch("barrier", 0, {flag}, /*blocks_host=*/true, 1, [&] {
       LOCKSTEP_NCCL_CHECK(ncclAllReduce(flag.data(), flag.data(), 1, ncclFloat32, ncclSum, comm_, stream_));
     });
   }
@@ -173,10 +174,13 @@ class ProcessGroupNCCL : public ProcessGroup {
 
   // Queues `collective` on the communication stream, after the caller's queued work, and
   // returns the Work that orders later work after it. A collective of no elements moves
-  // nothing (on every rank alike), so only the ordering is queued.
+  // nothing (on every rank alike), so only the ordering is queued. On a trace, its span marks
+  // when the CPU queued it, named by `what` and `bytes` as the MPI backend names its spans,
+  // plus "queued" ("all_reduce 879 KiB queued"): the GPU runs it later.
   template <class Collective>
-  std::shared_ptr<Work> launch(std::vector<Tensor> tensors, bool blocks_host, int64_t count,
-                               const Collective& collective) {
+  std::shared_ptr<Work> launch(const char* what, int64_t bytes, std::vector<Tensor> tensors, bool blocks_host,
+                               int64_t count, const Collective& collective) {
+    const RecordFunction span(trace_enabled() ? detail::concat(what, " ", bytes_str(bytes), " queued") : "", "comm");
     DeviceGuard guard(device_);
     auto work = std::make_shared<NcclWork>(device_, std::move(tensors), blocks_host);
     // The GPU, not the CPU, waits for the caller's kernels: the CPU goes on queueing backward.
