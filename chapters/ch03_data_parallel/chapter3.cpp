@@ -8,6 +8,7 @@
 #include "util/program.h"
 #include "util/progress.h"
 #include "util/timer.h"
+#include "util/trace.h"
 
 using namespace lockstep;
 
@@ -26,6 +27,7 @@ struct Options {
   int threads = 0;
   int64_t baseline_steps = 50;
   std::string data;
+  std::string trace;
 };
 
 // The replicas' devices: N times the CPU; on GPUs one each while there are enough (cuda:0,
@@ -156,6 +158,7 @@ void print_breakdown(const StepTimes& single, const StepTimes& parallel, Device 
 }
 
 int run(const Options& o) {
+  check_output_folder("--trace", o.trace);
   if (o.threads > 0) set_num_threads(o.threads);
   const std::vector<Device> devices = replica_devices(o);
   // Fail early, before loading data, when a device cannot be used.
@@ -190,6 +193,11 @@ int run(const Options& o) {
   //! [wrap]
   std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters), batch " << o.batch_size
             << " split over " << devices.size() << " replicas, sgd lr " << o.lr << "\n";
+
+  // A timeline of DataParallel's training and evaluation (not of the baseline above): scatter,
+  // replicate, parallel_apply with each replica's forward on its own thread's row, gather, and
+  // the one backward pass through every replica.
+  if (!o.trace.empty()) enable_trace();
 
   // 4. Training: the loop is chapter 2's; only the model is the wrapper.
   DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
@@ -246,6 +254,12 @@ int run(const Options& o) {
                 epoch_seconds, static_cast<double>(epoch_samples) / epoch_seconds);
   }
 
+  if (!o.trace.empty()) {
+    disable_trace();
+    write_trace_file(o.trace, trace_events_json(0, "chapter3", trace_start_us()));
+    std::cout << "trace: " << trace_span_count() << " spans written to " << o.trace
+              << " (open it in https://ui.perfetto.dev)\n";
+  }
   print_breakdown(single, times, devices[0], devices, o.batch_size);
   std::cout << ResultLine(3).add("model", o.model).add("device", devices[0].str()).add("world", 1)
                    .add("replicas", static_cast<int>(devices.size())).add("epochs", epoch).add("batch", o.batch_size)
@@ -278,5 +292,7 @@ int main(int argc, char** argv) {
   app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(CLI::PositiveNumber);
   app.add_option("--data", o.data, "directory with the Fashion-MNIST files (default: $LOCKSTEP_DATA, data/, "
                                    "/usr/share/datasets/fashion-mnist)");
+  app.add_option("--trace", o.trace, "write a timeline of the DataParallel run (Chrome trace JSON, for "
+                                     "ui.perfetto.dev) to this file; use with --max-steps, it grows with every step");
   return run_program(app, argc, argv, [&] { return run(o); });
 }

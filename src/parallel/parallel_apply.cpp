@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <string>
 
 #include "autograd/grad_mode.h"
 #include "core/cuda_context.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/threads.h"
+#include "util/trace.h"
 
 #include <omp.h>
 
@@ -47,6 +49,7 @@ std::vector<Placement> place(const std::vector<Device>& devices) {
 
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
                                    const std::vector<Tensor>& inputs, const std::vector<Device>& devices) {
+  const RecordFunction span("parallel_apply", "parallel");
   LOCKSTEP_CHECK(replicas.size() == inputs.size() && inputs.size() == devices.size() && !replicas.empty(),
                  "parallel_apply: expected as many replicas as inputs and devices (at least one), got ", replicas.size(),
                  ", ", inputs.size(), " and ", devices.size());
@@ -70,6 +73,9 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   // exception cannot cross from one thread to another by itself.
   const auto worker = [&](size_t i) {
     const Placement& p = placements[i];
+    // On a trace, each replica's forward pass is on its thread's row (replica 0 runs on the
+    // caller's own row).
+    if (i > 0 && trace_enabled()) set_trace_thread_name("replica " + std::to_string(i));
     try {
       // The threads live on after the call (one of them is the caller): put back what changes.
       const bool thread_grad_mode = grad_mode_enabled();

@@ -7,6 +7,7 @@
 #include "core/cuda_context.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -90,6 +91,7 @@ std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, s
 
 void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Module>>& replicas,
                    const std::vector<Device>& devices, const std::shared_ptr<GradientReturnClock>& clock) {
+  const RecordFunction span("replicate", "parallel");
   LOCKSTEP_CHECK(replicas.size() == devices.size(), "replicate: ", replicas.size(), " replicas for ", devices.size(),
                  " devices; expected one replica per device");
   const auto module_parameters = module.named_parameters();

@@ -4,10 +4,12 @@
 
 #include "core/error.h"
 #include "ops/join.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices) {
+  const RecordFunction span("scatter", "parallel");
   LOCKSTEP_CHECK(input.defined(), "scatter: the input is undefined");
   LOCKSTEP_CHECK(!devices.empty(), "scatter: expected at least one device");
   LOCKSTEP_CHECK(input.dim() >= 1 && input.size(0) >= 1, "scatter: expected a batch of at least one row along dim 0, got shape ",
@@ -26,6 +28,7 @@ std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devi
 }
 
 Tensor gather(const std::vector<Tensor>& outputs, Device device) {
+  const RecordFunction span("gather", "parallel");
   LOCKSTEP_CHECK(!outputs.empty(), "gather: expected at least one output");
   std::vector<Tensor> moved;
   for (const Tensor& output : outputs) {

@@ -2,10 +2,13 @@
 // the thread that made them, written as Chrome trace events that parse as JSON.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "lockstep.h"
 #include "test_util.h"
@@ -113,6 +116,30 @@ TEST(Trace, ModulesShowAsNestedForwardSpans) {
     EXPECT_EQ(span["cat"], "module");
     EXPECT_GE(span["ts"].get<double>(), outer["ts"].get<double>()) << inner;
   }
+}
+
+// DataParallel's four phases are spans inside its forward, and replica 1's forward pass is on
+// a row of its own, named after it (replica 0 runs on the caller's row).
+TEST(Trace, DataParallelShowsItsPhasesAndEachReplicaOnItsRow) {
+  auto model = std::make_shared<Sequential>(std::make_shared<Linear>(3, 2));
+  DataParallel parallel(model, {Device::cpu(), Device::cpu()});
+  enable_trace();
+  parallel(ones({4, 3}));
+  disable_trace();
+  const nlohmann::json events = recorded_events();
+  const nlohmann::json outer = span_named(events, "DataParallel.forward");
+  for (const char* phase : {"scatter", "replicate", "parallel_apply", "gather"}) {
+    const nlohmann::json span = span_named(events, phase);
+    EXPECT_EQ(span["cat"], "parallel");
+    EXPECT_EQ(span["tid"], outer["tid"]) << phase;
+    EXPECT_GE(span["ts"].get<double>(), outer["ts"].get<double>()) << phase;
+  }
+  std::vector<std::string> rows;
+  for (const auto& event : events) {
+    if (event["ph"] == "X" && event["name"] == "Sequential.forward") rows.push_back(row_name(events, event["tid"]));
+  }
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<std::string>{"main", "replica 1"}));
 }
 
 TEST(Trace, SizesAreRoundedToWholeUnits) {
