@@ -58,21 +58,6 @@ Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& dataset
 }
 //! [evaluate]
 
-using Datasets = std::pair<std::shared_ptr<TensorDataset>, std::shared_ptr<TensorDataset>>;
-
-// Fashion-MNIST (1 x 28 x 28) is found in the usual places; CIFAR-10 (3 x 32 x 32, for the
-// ResNet) has no Debian package, so it needs --data.
-Datasets load_datasets(const Options& o) {
-  if (o.dataset == "cifar10") {
-    LOCKSTEP_CHECK(!o.data.empty(), "--dataset cifar10 needs --data DIR, a directory holding CIFAR-10's binary "
-                                    "version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
-    return {std::make_shared<TensorDataset>(cifar10(o.data, true)), std::make_shared<TensorDataset>(cifar10(o.data, false))};
-  }
-  const std::string root = find_data_dir(o.data);
-  std::cout << "reading " << root << "\n";
-  return {std::make_shared<TensorDataset>(fashion_mnist(root, true)), std::make_shared<TensorDataset>(fashion_mnist(root, false))};
-}
-
 double learning_rate(const Options& o) { return o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 1e-3); }
 
 std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Tensor>& params) {
@@ -89,10 +74,7 @@ std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Te
 
 // Mistakes that would otherwise surface only after loading data or, for --save, after training.
 void check_options(const Options& o) {
-  LOCKSTEP_CHECK(o.dataset != "cifar10" || o.model == "resnet", "the ", o.model,
-                 " model expects 1 x 28 x 28 Fashion-MNIST images: use --model resnet with --dataset cifar10");
-  LOCKSTEP_CHECK(o.model != "resnet" || o.dataset == "cifar10",
-                 "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
+  check_model_fits_dataset(o.model, o.dataset);
   check_output_folder("--save", o.save);
   check_output_folder("--trace", o.trace);
 }
@@ -106,8 +88,12 @@ int run(const Options& o) {
   manual_seed(o.seed);
 
   // 1. Data: normalised images in memory, (N, C, H, W) with labels (N).
-  const Datasets data = load_datasets(o);
-  const auto& [train_set, test_set] = data;
+  // Fashion-MNIST is found in the usual places; CIFAR-10 (3 x 32 x 32, for the ResNet) has no
+  // Debian package, so it needs --data.
+  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  std::cout << "reading " << data.directory << "\n";
+  const auto& train_set = data.train;
+  const auto& test_set = data.test;
   LOCKSTEP_CHECK(train_set->size() > 0, "the training set holds no images: nothing to train on");
   std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
             << " test images)\n";

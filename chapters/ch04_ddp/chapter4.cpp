@@ -16,6 +16,7 @@ namespace {
 
 struct Options {
   std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
   std::string device = "cpu";
   std::string backend = "auto";
   int epochs = 2;
@@ -92,14 +93,15 @@ int run(const Options& o) {
   log_rank("running on " + device.str());
   //! [launch]
 
+  check_model_fits_dataset(o.model, o.dataset);
   check_output_folder("--save", o.save);
   check_output_folder("--trace", o.trace);
   // Every rank records a timeline of its spans (forward, backward, each autograd node, each
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();
-  const std::string root = find_data_dir(o.data);
-  auto train_set = std::make_shared<TensorDataset>(fashion_mnist(root, true));
-  auto test_set = std::make_shared<TensorDataset>(fashion_mnist(root, false));
+  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
+  LOCKSTEP_CHECK(train_set->size() > 0, "the training set holds no images: nothing to train on");
 
   //! [broadcast]
   // 3. Every rank builds the model with its own seed, so the copies start different, and
@@ -185,7 +187,11 @@ int run(const Options& o) {
     //! [loop]
 
     //! [check]
-    // 7. Are the ranks still in lockstep? Each prints its own checksum of all weights.
+    // 7. Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank
+    //    0's (BatchNorm's running statistics), and then every rank updated its own from its own
+    //    batch. Do now what the next forward would do, so that all ranks evaluate one model.
+    for (const auto& [name, buffer] : ddp->module().named_buffers()) group.broadcast(buffer, 0);
+    // Then each rank prints its own checksum of all parameters and buffers.
     const InSyncReport sync = check_in_sync(ddp->module(), group);
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
     result = evaluate(ddp->module(), test_set, group, device);
@@ -232,10 +238,12 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Chapter 4: DistributedDataParallel on Fashion-MNIST (run with mpirun -n N)", "chapter4");
+  CLI::App app("Chapter 4: DistributedDataParallel on Fashion-MNIST or CIFAR-10 (run with mpirun -n N)", "chapter4");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
+      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
+  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
   app.add_option("--device", o.device, "cpu or cuda (each rank takes the GPU of its local rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
@@ -252,8 +260,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(CLI::PositiveNumber);
   app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(CLI::PositiveNumber);
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
-  app.add_option("--data", o.data, "directory with Fashion-MNIST (default: $LOCKSTEP_DATA, data/, "
-                                   "/usr/share/datasets/fashion-mnist)");
+  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
+                                   "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write every rank's timeline (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");

@@ -1,0 +1,31 @@
+/// \file
+/// The chapters' `--dataset` flag: a dataset chosen by name, its training and test sets loaded
+/// into memory, and which of the chapters' models take its images.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+
+namespace lockstep {
+
+/// A dataset's training and test sets, in memory, and the directory they were read from.
+struct TrainTestSets {
+  std::shared_ptr<TensorDataset> train;  ///< the training set
+  std::shared_ptr<TensorDataset> test;   ///< the test set
+  std::string directory;                 ///< where the files were found
+};
+
+/// Loads the dataset `name`: "fashion-mnist" (1 x 28 x 28), from `data_dir` or else from the
+/// places find_data_dir() searches, or "cifar10" (3 x 32 x 32, CIFAR-10's binary version),
+/// which has no Debian package and so must be in `data_dir`. Throws, naming what to do, for
+/// another name, a missing directory or missing files.
+TrainTestSets load_train_test(const std::string& name, const std::string& data_dir);
+
+/// Refuses, with a sentence saying which flags fit, a model that cannot take the dataset's
+/// images: make_model()'s "mlp" and "cnn" take 1 x 28 x 28 Fashion-MNIST images, its "resnet"
+/// 3 x 32 x 32 CIFAR-10 images.
+void check_model_fits_dataset(const std::string& model, const std::string& dataset);
+
+}  // namespace lockstep
