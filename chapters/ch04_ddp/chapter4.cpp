@@ -164,7 +164,7 @@ int run(const Options& o) {
     Timer timer;
     int64_t batch_index = 0;
     for (const Batch& batch : loader) {
-      const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, 1, 28, 28), this rank's
+      const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
       loss = cross_entropy((*ddp)(inputs), targets);
       optimizer.zero_grad();

@@ -89,10 +89,17 @@ step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tes
 step unit_tests "$BUILD/tests/unit_tests"
 step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
-# The CPU's result does not depend on the thread count or the vector width (chapter 2,
-# section 4): with this machine's threads it should print what the book printed with 1 and 2
-# (test_acc=0.8659 final_loss=0.432213 at seed 0).
-step chapter2_cpu "$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS"
+# The CPU's result does not depend on the thread count (chapter 2, section 4), nor, on CPUs
+# with FMA, on the vector width: with this machine's threads the run must print what the book
+# printed with 1 and 2 threads (seed 0).
+chapter2_cpu_as_in_the_book() {
+  local output
+  output=$("$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS" 2>&1)
+  local status=$?
+  echo "$output"
+  [ $status = 0 ] && grep -q "test_acc=0.8659 final_loss=0.432213" <<<"$output"
+}
+step chapter2_cpu chapter2_cpu_as_in_the_book
 # One seed says little about a 0.5-point difference: after two epochs the CNN's accuracy moves
 # by a point or two with the seed. Seeds 0-8 on each device, then the mean test accuracy of
 # each and their difference.

@@ -9,8 +9,10 @@
 ///     dW (C_out, C_in*kH*kW) += dy (C_out, H_out*W_out) . cols^T        backward, weight
 ///     dx = col2im(W^T (C_in*kH*kW, C_out) . dy (C_out, H_out*W_out))    backward, input
 ///
-/// Images are independent, so the batch is split into one share per thread; inside a share
-/// each image is one im2col and one GEMM (conv_kernels.cpp says why this split was chosen).
+/// Images are independent, so the forward pass splits the batch into one share per thread;
+/// inside a share each image is one im2col and one GEMM (conv_kernels.cpp says why this split
+/// was chosen). The backward pass splits it into at most 16 groups fixed by the batch size, so
+/// that dW, a sum over the images, is added in the same order whatever the thread count.
 #pragma once
 
 #include <cstdint>

@@ -342,7 +342,8 @@ T* scratch(std::vector<T>& buffer, int64_t n) {
 }
 
 // The number of threads a GEMM may use: all of OpenMP's, unless it is already running
-// inside a parallel region (a convolution's per-image shares), where it runs alone.
+// inside a parallel region (a convolution's shares or groups of images, a DataParallel
+// replica), where it runs alone.
 int gemm_threads() {
 #ifdef _OPENMP
   if (omp_in_parallel()) return 1;
