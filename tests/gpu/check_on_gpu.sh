@@ -151,6 +151,16 @@ nccl_refused_for_two_ranks_on_one_gpu() {
   [ $status != 0 ] && grep -q "NCCL needs one GPU per rank" <<<"$output"
 }
 step chapter4_nccl_2_refused nccl_refused_for_two_ranks_on_one_gpu
+# Chapter 4 on this machine's CPU, with its threads shared between two ranks: it must print the
+# weight checksum chapter 4's page printed with one thread per rank on a 2-core machine.
+chapter4_cpu_as_in_the_book() {
+  local output
+  output=$(mpirun -n 2 "$BUILD/chapter4" 2>&1)
+  local status=$?
+  echo "$output"
+  [ $status = 0 ] && grep -q "epoch 2: checksum 5c3f90a9cfb7ead5" <<<"$output"
+}
+step chapter4_cpu chapter4_cpu_as_in_the_book
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 [ "$LOGDIR" = --list ] && exit 0
