@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -129,21 +130,46 @@ std::string trace_events_json(int pid, const std::string& process_name, double o
   };
   // Metadata ("ph": "M") names the process and its rows, and keeps the rows in order.
   append({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", process_name}}}});
-  // Only rows with spans: a thread named in an earlier recording may have done nothing in this one.
-  std::map<int, std::string> rows;
+  // Only rows with spans: a thread named in an earlier recording may have done nothing in this
+  // one. Each row's name, and the time from its first span's start to its last span's end.
+  struct Row {
+    std::string name;
+    double first_us, last_us;
+  };
+  std::map<int, Row> rows;
   for (const Span& span : r.spans) {
     const auto named = r.row_names.find(span.row);
-    rows.emplace(span.row, named != r.row_names.end() ? named->second
-                           : span.row == 0          ? "main"
-                                                    : "thread " + std::to_string(span.row));
+    const std::string name = named != r.row_names.end() ? named->second
+                             : span.row == 0          ? "main"
+                                                      : "thread " + std::to_string(span.row);
+    auto [it, added] = rows.emplace(span.row, Row{name, span.start_us, span.start_us + span.duration_us});
+    it->second.first_us = std::min(it->second.first_us, span.start_us);
+    it->second.last_us = std::max(it->second.last_us, span.start_us + span.duration_us);
   }
-  for (const auto& [row, name] : rows) {
-    append({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"name", name}}}});
+  // Threads of one name that ran one after another (each epoch's DataLoader worker) share the
+  // first one's row, so that the timeline has one "DataLoader worker" row, not one per epoch.
+  // Rows whose times overlap stay apart: spans on one row must nest.
+  std::map<int, int> drawn_on;  // row -> the row it is drawn on
+  std::map<int, Row> drawn;     // drawn rows, with the time their spans cover so far
+  for (const auto& [row, info] : rows) {
+    int target = row;
+    for (auto& [earlier, covered] : drawn) {
+      if (covered.name == info.name && covered.last_us <= info.first_us) {
+        target = earlier;
+        covered.last_us = info.last_us;
+        break;
+      }
+    }
+    if (target == row) drawn.emplace(row, info);
+    drawn_on[row] = target;
+  }
+  for (const auto& [row, info] : drawn) {
+    append({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"name", info.name}}}});
     append({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", row}, {"args", {{"sort_index", row}}}});
   }
   // Each span is a "complete" event ("ph": "X"): a start and a duration, in microseconds.
   for (const Span& span : r.spans) {
-    append({{"name", span.name}, {"cat", span.category}, {"ph", "X"}, {"pid", pid}, {"tid", span.row},
+    append({{"name", span.name}, {"cat", span.category}, {"ph", "X"}, {"pid", pid}, {"tid", drawn_on[span.row]},
             {"ts", span.start_us - origin_us}, {"dur", span.duration_us}});
   }
   return out;

@@ -30,7 +30,8 @@ void disable_trace();
 /// Whether spans are being recorded.
 bool trace_enabled();
 /// Names the calling thread's row of the timeline ("main", "MPI worker"); rows without a
-/// name are called "thread N".
+/// name are called "thread N". Threads of one name that ran one after another (each epoch's
+/// DataLoader worker) are drawn on one row; those running at the same time on rows of their own.
 void set_trace_thread_name(const std::string& name);
 /// Microseconds on the clock the spans are timed with (steady, shared by the processes of one
 /// machine).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -87,6 +88,39 @@ TEST(Trace, SpansNestOnTheRowOfTheirThread) {
   EXPECT_NE(helper["tid"], 0);
   EXPECT_EQ(row_name(events, helper["tid"]), "helper");
   EXPECT_EQ(row_name(events, 0), "main");
+}
+
+// Threads of one name that ran one after another (each epoch's DataLoader worker) are drawn on
+// one row; threads of that name running at the same time keep rows of their own.
+TEST(Trace, ThreadsOfOneNameShareARowUnlessTheyOverlap) {
+  const auto worker = [](const char* span_name, std::promise<void>* started, std::shared_future<void> release) {
+    set_trace_thread_name("worker");
+    const RecordFunction span(span_name, "test");
+    if (started) started->set_value();
+    if (release.valid()) release.wait();
+  };
+  enable_trace();
+  // One after another: the first thread has ended before the second starts.
+  std::thread(worker, "first", nullptr, std::shared_future<void>()).join();
+  std::thread(worker, "second", nullptr, std::shared_future<void>()).join();
+  // At the same time: both spans are open at once.
+  std::promise<void> third_started, fourth_started, release;
+  const std::shared_future<void> released = release.get_future().share();
+  std::thread third(worker, "third", &third_started, released);
+  std::thread fourth(worker, "fourth", &fourth_started, released);
+  third_started.get_future().wait();
+  fourth_started.get_future().wait();
+  release.set_value();
+  third.join();
+  fourth.join();
+  disable_trace();
+  const nlohmann::json events = recorded_events();
+  const auto tid = [&](const char* name) { return span_named(events, name)["tid"].get<int>(); };
+  EXPECT_EQ(tid("first"), tid("second"));
+  EXPECT_NE(tid("third"), tid("fourth"));
+  int worker_rows = 0;
+  for (const auto& event : events) worker_rows += event["ph"] == "M" && event["name"] == "thread_name" && event["args"]["name"] == "worker";
+  EXPECT_EQ(worker_rows, 2) << "first, second and one of third and fourth on one row; the other on a second";
 }
 
 TEST(Trace, BackwardShowsEveryNodeItRan) {
