@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
@@ -14,7 +16,8 @@ namespace lockstep {
 
 namespace {
 
-// One launcher's names for rank, world size, local rank and local world size.
+// One launcher's names for rank, world size, local rank and local world size (null for Slurm,
+// whose count of tasks on this node is read from a list: slurm_tasks_on_this_node).
 struct LauncherVariables {
   const char* launcher;
   const char* rank;
@@ -28,7 +31,7 @@ constexpr LauncherVariables kLaunchers[] = {
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
 };
 
 std::optional<int> read_int(const std::function<const char*(const char*)>& getenv, const char* name) {
@@ -44,6 +47,33 @@ std::optional<int> read_int(const std::function<const char*(const char*)>& geten
   LOCKSTEP_CHECK(used > 0 && text[used] == '\0' && value >= 0, "launch: expected a non-negative integer in $", name,
                  ", got \"", text, "\"");
   return value;
+}
+
+// How many of the job step's tasks Slurm placed on this node. SLURM_STEP_TASKS_PER_NODE (set
+// by srun; a batch script has only the job's SLURM_TASKS_PER_NODE) gives every node's count in
+// node order, runs of equal counts compressed: "2(x3),1" means 2, 2, 2 and 1. SLURM_NODEID is
+// this node's place in that list. (SLURM_NTASKS_PER_NODE is not used: it is what
+// --ntasks-per-node asked for, set only when asked, and Slurm may place fewer tasks.)
+std::optional<int> slurm_tasks_on_this_node(const std::function<const char*(const char*)>& getenv) {
+  const char* name = getenv("SLURM_STEP_TASKS_PER_NODE") != nullptr ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+  const char* list = getenv(name);
+  if (list == nullptr) return std::nullopt;
+  const int node = read_int(getenv, "SLURM_NODEID").value_or(0);
+  // One run: a count, then optionally "(xN)" for N nodes in a row.
+  static const std::regex run(R"((\d+)(?:\(x(\d+)\))?)");
+  std::stringstream runs(list);
+  std::string item;
+  int first_node_of_run = 0;
+  while (std::getline(runs, item, ',')) {
+    std::smatch parts;
+    LOCKSTEP_CHECK(std::regex_match(item, parts, run), "launch: expected a list like \"2(x3),1\" in $", name,
+                   ", got \"", list, "\"");
+    const int nodes = parts[2].matched ? std::stoi(parts[2].str()) : 1;
+    if (node < first_node_of_run + nodes) return std::stoi(parts[1].str());
+    first_node_of_run += nodes;
+  }
+  throw Error(detail::concat("launch: $SLURM_NODEID is ", node, " but $", name, " (\"", list, "\") lists only ",
+                             first_node_of_run, " node(s)"));
 }
 
 // Everything init_process_group sets up, torn down by destroy_process_group.
@@ -72,7 +102,9 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv) 
     LOCKSTEP_CHECK(info.world_size >= 1 && info.rank < info.world_size, "launch: ", vars.launcher, " says rank ",
                    info.rank, " of ", info.world_size, ", which is not a rank of that world");
     info.local_rank = read_int(getenv, vars.local_rank).value_or(info.rank);
-    info.local_world_size = read_int(getenv, vars.local_world_size).value_or(info.world_size);
+    info.local_world_size = (vars.local_world_size != nullptr ? read_int(getenv, vars.local_world_size)
+                                                              : slurm_tasks_on_this_node(getenv))
+                                 .value_or(info.world_size);
     return info;
   }
   return LaunchInfo{};

@@ -28,11 +28,11 @@ struct LaunchInfo {
 
 /// Reads the launcher's environment variables: Open MPI's OMPI_COMM_WORLD_*, MPICH/Hydra's
 /// PMI_RANK/PMI_SIZE/MPI_LOCALRANKID/MPI_LOCALNRANKS, torchrun's RANK/WORLD_SIZE/LOCAL_RANK/
-/// LOCAL_WORLD_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NTASKS_PER_NODE,
-/// checked in that order (torchrun before Slurm: a torchrun job inside a Slurm allocation
-/// inherits the allocation's variables too). A local rank or local world size the launcher
-/// does not give is taken to be the global one (Slurm sets SLURM_NTASKS_PER_NODE only when
-/// asked for a number of tasks per node); init_process_group replaces them with what MPI says.
+/// LOCAL_WORLD_SIZE, Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID and this node's entry
+/// (SLURM_NODEID) of SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE ("2(x3),1"), checked in
+/// that order (torchrun before Slurm: a torchrun job inside a Slurm allocation inherits the
+/// allocation's variables too). A local rank or local world size the launcher does not give is
+/// taken to be the global one; init_process_group replaces them with what MPI says.
 /// Without any launcher, a world of one. `getenv` is a parameter so tests can pass their own
 /// environment; a malformed value is a clear error.
 LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv = [](const char* name) {

@@ -41,12 +41,35 @@ TEST(DetectLaunch, EachLaunchersVariables) {
   expect_launch(launch_in({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}}),
                 "torchrun", 1, 4, 1, 2);
   expect_launch(launch_in({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                           {"SLURM_NTASKS_PER_NODE", "4"}}),
+                           {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"}, {"SLURM_NODEID", "1"}}),
                 "slurm", 5, 8, 1, 4);
 }
 
+// Slurm lists every node's task count, runs compressed ("2(x3),1" is 2, 2, 2, 1); this node's
+// entry is the local world size. The step's list (srun) wins over the job's (a batch script).
+TEST(DetectLaunch, SlurmCountsTheTasksOnThisNode) {
+  const auto local_world = [](const std::map<std::string, std::string>& extra) {
+    std::map<std::string, std::string> env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"}};
+    env.insert(extra.begin(), extra.end());
+    return launch_in(env).local_world_size;
+  };
+  for (const auto& [node, tasks] : std::map<std::string, int>{{"0", 2}, {"2", 2}, {"3", 1}}) {
+    EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", node}}), tasks) << "node " << node;
+  }
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "3,4"}, {"SLURM_NODEID", "1"}}), 4);
+  EXPECT_EQ(local_world({{"SLURM_TASKS_PER_NODE", "3,4"}, {"SLURM_NODEID", "1"}}), 4);
+  EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "1(x4)"}, {"SLURM_TASKS_PER_NODE", "4"}, {"SLURM_NODEID", "2"}}), 1);
+  // What --ntasks-per-node asked for is not what Slurm placed: the list is believed.
+  EXPECT_EQ(local_world({{"SLURM_TASKS_PER_NODE", "1(x4)"}, {"SLURM_NTASKS_PER_NODE", "4"}, {"SLURM_NODEID", "0"}}), 1);
+  expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", "2(x3"}}); },
+               "launch: expected a list like \"2(x3),1\" in $SLURM_TASKS_PER_NODE, got \"2(x3\"");
+  expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "4"}}); },
+               "launch: $SLURM_NODEID is 4 but $SLURM_TASKS_PER_NODE (\"2(x3),1\") lists only 4 node(s)");
+}
+
 TEST(DetectLaunch, MissingLocalValuesAreTheGlobalOnes) {
-  // srun without --ntasks-per-node sets no per-node count: until MPI tells, assume one node.
+  // No per-node count (srun always sets its list; an environment made by hand may not): until
+  // MPI tells, assume one node.
   expect_launch(launch_in({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}}), "slurm", 5, 8, 1, 8);
   expect_launch(launch_in({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}}), "mpich", 2, 3, 2, 3);
 }
