@@ -52,7 +52,9 @@ std::optional<int> read_int(const std::function<const char*(const char*)>& geten
 // How many of the job step's tasks Slurm placed on this node. SLURM_STEP_TASKS_PER_NODE (set
 // by srun; a batch script has only the job's SLURM_TASKS_PER_NODE) gives every node's count in
 // node order, runs of equal counts compressed: "2(x3),1" means 2, 2, 2 and 1. SLURM_NODEID is
-// this node's place in that list. (SLURM_NTASKS_PER_NODE is not used: it is what
+// this node's place in the job's nodes, and so in that list when the step runs on all of them
+// (the usual case; otherwise MPI corrects the count in init_process_group, after the device and
+// the threads were chosen). (SLURM_NTASKS_PER_NODE is not used: it is what
 // --ntasks-per-node asked for, set only when asked, and Slurm may place fewer tasks.)
 std::optional<int> slurm_tasks_on_this_node(const std::function<const char*(const char*)>& getenv) {
   const char* name = getenv("SLURM_STEP_TASKS_PER_NODE") != nullptr ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
