@@ -1,5 +1,6 @@
 #include "distributed/launch.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -52,26 +53,34 @@ std::optional<int> read_int(const std::function<const char*(const char*)>& geten
 // How many of the job step's tasks Slurm placed on this node. SLURM_STEP_TASKS_PER_NODE (set
 // by srun; a batch script has only the job's SLURM_TASKS_PER_NODE) gives every node's count in
 // node order, runs of equal counts compressed: "2(x3),1" means 2, 2, 2 and 1. SLURM_NODEID is
-// this node's place in the job's nodes, and so in that list when the step runs on all of them
-// (the usual case; otherwise MPI corrects the count in init_process_group, after the device and
-// the threads were chosen). (SLURM_NTASKS_PER_NODE is not used: it is what
-// --ntasks-per-node asked for, set only when asked, and Slurm may place fewer tasks.)
+// this node's place in that list (under srun, its index among the step's nodes; in a batch
+// script, 0). (SLURM_NTASKS_PER_NODE is not used: it is what --ntasks-per-node asked for, set
+// only when asked, and Slurm may place fewer tasks.)
 std::optional<int> slurm_tasks_on_this_node(const std::function<const char*(const char*)>& getenv) {
   const char* name = getenv("SLURM_STEP_TASKS_PER_NODE") != nullptr ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
   const char* list = getenv(name);
   if (list == nullptr) return std::nullopt;
   const int node = read_int(getenv, "SLURM_NODEID").value_or(0);
-  // One run: a count, then optionally "(xN)" for N nodes in a row.
+  // Runs separated by commas; a run is a count, then optionally "(xN)" for N nodes in a row.
+  static const std::regex whole(R"(\d+(\(x\d+\))?(,\d+(\(x\d+\))?)*)");
   static const std::regex run(R"((\d+)(?:\(x(\d+)\))?)");
+  LOCKSTEP_CHECK(std::regex_match(list, whole), "launch: expected a list like \"2(x3),1\" in $", name, ", got \"",
+                 list, "\"");
+  // Counts of tasks and of nodes are at least 1, and no more than a job could have.
+  const auto positive = [&](const std::string& digits) {
+    const int value = digits.size() <= 9 ? std::stoi(digits) : 0;
+    LOCKSTEP_CHECK(value >= 1, "launch: expected counts from 1 to 999999999 in $", name, ", got \"", list, "\"");
+    return value;
+  };
   std::stringstream runs(list);
   std::string item;
-  int first_node_of_run = 0;
+  int64_t first_node_of_run = 0;
   while (std::getline(runs, item, ',')) {
     std::smatch parts;
-    LOCKSTEP_CHECK(std::regex_match(item, parts, run), "launch: expected a list like \"2(x3),1\" in $", name,
-                   ", got \"", list, "\"");
-    const int nodes = parts[2].matched ? std::stoi(parts[2].str()) : 1;
-    if (node < first_node_of_run + nodes) return std::stoi(parts[1].str());
+    std::regex_match(item, parts, run);
+    const int tasks = positive(parts[1].str());
+    const int nodes = parts[2].matched ? positive(parts[2].str()) : 1;
+    if (node < first_node_of_run + nodes) return tasks;
     first_node_of_run += nodes;
   }
   throw Error(detail::concat("launch: $SLURM_NODEID is ", node, " but $", name, " (\"", list, "\") lists only ",

@@ -61,8 +61,14 @@ TEST(DetectLaunch, SlurmCountsTheTasksOnThisNode) {
   EXPECT_EQ(local_world({{"SLURM_STEP_TASKS_PER_NODE", "1(x4)"}, {"SLURM_TASKS_PER_NODE", "4"}, {"SLURM_NODEID", "2"}}), 1);
   // What --ntasks-per-node asked for is not what Slurm placed: the list is believed.
   EXPECT_EQ(local_world({{"SLURM_TASKS_PER_NODE", "1(x4)"}, {"SLURM_NTASKS_PER_NODE", "4"}, {"SLURM_NODEID", "0"}}), 1);
-  expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", "2(x3"}}); },
-               "launch: expected a list like \"2(x3),1\" in $SLURM_TASKS_PER_NODE, got \"2(x3\"");
+  for (const char* malformed : {"2(x3", "2,", ",2", "2,,1", "", "2,junk", "x2"}) {
+    expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", malformed}}); },
+                 "launch: expected a list like \"2(x3),1\" in $SLURM_TASKS_PER_NODE, got \"" + std::string(malformed) + "\"");
+  }
+  for (const char* implausible : {"0(x2)", "2(x0)", "99999999999", "1(x99999999999)"}) {
+    expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", implausible}}); },
+                 "launch: expected counts from 1 to 999999999 in $SLURM_TASKS_PER_NODE");
+  }
   expect_error([&] { local_world({{"SLURM_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "4"}}); },
                "launch: $SLURM_NODEID is 4 but $SLURM_TASKS_PER_NODE (\"2(x3),1\") lists only 4 node(s)");
 }
