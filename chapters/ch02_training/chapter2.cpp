@@ -94,7 +94,6 @@ int run(const Options& o) {
   std::cout << "reading " << data.directory << "\n";
   const auto& train_set = data.train;
   const auto& test_set = data.test;
-  LOCKSTEP_CHECK(train_set->size() > 0, "the training set holds no images: nothing to train on");
   std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
             << " test images)\n";
 

@@ -174,7 +174,6 @@ int run(const Options& o) {
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
   std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
             << " test images)\n";
-  LOCKSTEP_CHECK(train_set->size() > 0, "the training set holds no images: nothing to train on");
   std::cout << "replicas:";
   for (const Device device : devices) std::cout << " " << device;
   if (devices[0].is_cpu()) {

@@ -101,7 +101,6 @@ int run(const Options& o) {
   if (!o.trace.empty()) enable_trace();
   const TrainTestSets data = load_train_test(o.dataset, o.data);
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
-  LOCKSTEP_CHECK(train_set->size() > 0, "the training set holds no images: nothing to train on");
 
   //! [broadcast]
   // 3. Every rank builds the model with its own seed, so the copies start different, and
@@ -190,7 +189,7 @@ int run(const Options& o) {
     // 7. Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank
     //    0's (BatchNorm's running statistics), and then every rank updated its own from its own
     //    batch. Do now what the next forward would do, so that all ranks evaluate one model.
-    for (const auto& [name, buffer] : ddp->module().named_buffers()) group.broadcast(buffer, 0);
+    ddp->sync_buffers();
     // Then each rank prints its own checksum of all parameters and buffers.
     const InSyncReport sync = check_in_sync(ddp->module(), group);
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);

@@ -7,17 +7,21 @@
 namespace lockstep {
 
 TrainTestSets load_train_test(const std::string& name, const std::string& data_dir) {
+  TrainTestSets sets;
   if (name == "cifar10") {
     LOCKSTEP_CHECK(!data_dir.empty(), "--dataset cifar10 needs --data DIR, a directory holding CIFAR-10's binary "
                                       "version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
-    return {std::make_shared<TensorDataset>(cifar10(data_dir, true)),
+    sets = {std::make_shared<TensorDataset>(cifar10(data_dir, true)),
             std::make_shared<TensorDataset>(cifar10(data_dir, false)), data_dir};
+  } else {
+    LOCKSTEP_CHECK(name == "fashion-mnist", "unknown dataset '", name, "': expected fashion-mnist or cifar10");
+    // Fashion-MNIST is found in the usual places: --data, $LOCKSTEP_DATA, data/, Debian's package.
+    const std::string root = find_data_dir(data_dir);
+    sets = {std::make_shared<TensorDataset>(fashion_mnist(root, true)),
+            std::make_shared<TensorDataset>(fashion_mnist(root, false)), root};
   }
-  LOCKSTEP_CHECK(name == "fashion-mnist", "unknown dataset '", name, "': expected fashion-mnist or cifar10");
-  // Fashion-MNIST is found in the usual places: --data, $LOCKSTEP_DATA, data/, Debian's package.
-  const std::string root = find_data_dir(data_dir);
-  return {std::make_shared<TensorDataset>(fashion_mnist(root, true)),
-          std::make_shared<TensorDataset>(fashion_mnist(root, false)), root};
+  LOCKSTEP_CHECK(sets.train->size() > 0, "the training set holds no images: nothing to train on");
+  return sets;
 }
 
 void check_model_fits_dataset(const std::string& model, const std::string& dataset) {

@@ -20,7 +20,7 @@ struct TrainTestSets {
 /// Loads the dataset `name`: "fashion-mnist" (1 x 28 x 28), from `data_dir` or else from the
 /// places find_data_dir() searches, or "cifar10" (3 x 32 x 32, CIFAR-10's binary version),
 /// which has no Debian package and so must be in `data_dir`. Throws, naming what to do, for
-/// another name, a missing directory or missing files.
+/// another name, a missing directory, missing files or a training set without images.
 TrainTestSets load_train_test(const std::string& name, const std::string& data_dir);
 
 /// Refuses, with a sentence saying which flags fit, a model that cannot take the dataset's

@@ -78,15 +78,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                        options_.find_unused_parameters(), options_.gradient_as_bucket_view());
 }
 
+void DistributedDataParallel::sync_buffers() {
+  if (group_.size() == 1) return;
+  NoGradGuard no_grad;
+  const auto buffers = module_->named_buffers();
+  const RecordFunction span(buffers.empty() ? "" : "DDP: broadcast buffers", "ddp");
+  for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
+}
+
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
   // sees other samples), so before each forward they are made rank 0's again.
-  if (options_.broadcast_buffers() && group_.size() > 1) {
-    NoGradGuard no_grad;
-    const auto buffers = module_->named_buffers();
-    const RecordFunction span(buffers.empty() ? "" : "DDP: broadcast buffers", "ddp");
-    for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
-  }
+  if (options_.broadcast_buffers()) sync_buffers();
   // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
   // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
   // for evaluation) leave the reducer alone, so a backward they come between still averages.

@@ -81,6 +81,12 @@ class DistributedDataParallel : public Module {
   /// prepared (one through `ddp.module()` alone, say) stays local, as in PyTorch.
   Tensor forward(const Tensor& input) override;
 
+  /// Makes every rank's buffers (BatchNorm's running statistics) rank 0's, as forward() does
+  /// first when broadcast_buffers is on (PyTorch's `_sync_buffers`). After the last training
+  /// step each rank's buffers hold its own batch's update: call it before evaluating or saving.
+  /// Collective: every rank of the group calls it.
+  void sync_buffers();
+
   /// The wrapped module (PyTorch's `ddp.module`).
   Module& module() { return *module_; }
 

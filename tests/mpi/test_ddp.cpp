@@ -493,6 +493,30 @@ TEST(Construction, ParametersAreNeverSentAgainBuffersOnlyWhenAsked) {
   }
 }
 
+// sync_buffers() makes every rank's buffers rank 0's without a forward, whatever the option
+// (what a training loop calls after its last step, before evaluating or saving), and leaves the
+// parameters alone.
+TEST(Construction, SyncBuffersMakesEveryRanksBuffersRankZeros) {
+  const int rank = group().rank();
+  manual_seed(16);
+  std::shared_ptr<Module> model = make_model("resnet");
+  DistributedDataParallel ddp(model, DistributedDataParallelOptions().broadcast_buffers(false));
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, buffer] : model->named_buffers()) buffer.fill_(rank + 1);
+    model->parameters().front().add_(full({1}, rank));
+  }
+  ddp.sync_buffers();
+  for (const auto& [name, buffer] : model->named_buffers()) {
+    const auto copies = gather_from_all(buffer);
+    for (size_t r = 0; r < copies.size(); ++r) {
+      EXPECT_EQ(copies[r], std::vector<double>(copies[r].size(), 1.0)) << name << " on rank " << r;
+    }
+  }
+  const auto weights = gather_from_all(model->parameters().front());
+  EXPECT_NE(weights[1], weights[0]) << "sync_buffers sent a parameter";
+}
+
 // ---- check_in_sync -----------------------------------------------------------------------------
 
 TEST(CheckInSync, NamesTheFirstTensorThatDiffersAndTheRanks) {
