@@ -171,9 +171,8 @@ int run(const Options& o) {
     std::cout << "saved " << o.save << "\n";
   }
   if (!o.trace.empty()) {
-    disable_trace();
-    write_trace_file(o.trace, trace_events_json(0, "chapter2", trace_start_us()));
-    std::cout << "trace: " << trace_span_count() << " spans written to " << o.trace
+    const int64_t spans = save_trace(o.trace, "chapter2");
+    std::cout << "trace: " << spans << " spans written to " << o.trace
               << " (open it in https://ui.perfetto.dev)\n";
   }
   std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)

@@ -259,9 +259,8 @@ int run(const Options& o) {
   }
 
   if (!o.trace.empty()) {
-    disable_trace();
-    write_trace_file(o.trace, trace_events_json(0, "chapter3", trace_start_us()));
-    std::cout << "trace: " << trace_span_count() << " spans written to " << o.trace
+    const int64_t spans = save_trace(o.trace, "chapter3");
+    std::cout << "trace: " << spans << " spans written to " << o.trace
               << " (open it in https://ui.perfetto.dev)\n";
   }
   print_breakdown(single, times, devices[0], devices, o.batch_size);

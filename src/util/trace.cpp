@@ -183,4 +183,10 @@ void write_trace_file(const std::string& path, const std::string& events) {
   LOCKSTEP_CHECK(file.good(), "trace: writing '", path, "' failed (is the disk full?)");
 }
 
+int64_t save_trace(const std::string& path, const std::string& process_name) {
+  disable_trace();
+  write_trace_file(path, trace_events_json(0, process_name, trace_start_us()));
+  return trace_span_count();
+}
+
 }  // namespace lockstep

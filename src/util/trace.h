@@ -80,4 +80,9 @@ std::string trace_events_json(int pid, const std::string& process_name, double o
 /// trace file; throws lockstep::Error with the reason if the file cannot be written.
 void write_trace_file(const std::string& path, const std::string& events);
 
+/// Stops recording (disable_trace()) and writes this process's spans to `path` as one Chrome
+/// trace named `process_name`, times counted from enable_trace(); returns how many spans it
+/// wrote. For one process; a job of several ranks uses export_chrome_trace().
+int64_t save_trace(const std::string& path, const std::string& process_name);
+
 }  // namespace lockstep

@@ -199,3 +199,19 @@ TEST(Trace, WritesAFileThatParsesAndSaysWhyItCannot) {
   expect_error([] { write_trace_file("/no-such-dir/trace.json", ""); },
                "trace: cannot open '/no-such-dir/trace.json' for writing");
 }
+
+// save_trace: stop, write one process's spans, say how many.
+TEST(Trace, SaveTraceStopsAndWritesThisProcesssSpans) {
+  enable_trace();
+  { const RecordFunction span("saved", "test"); }
+  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_test_save_trace.json").string();
+  EXPECT_EQ(save_trace(path, "program"), 1);
+  EXPECT_FALSE(trace_enabled());
+  std::ifstream file(path);
+  const nlohmann::json events = nlohmann::json::parse(file)["traceEvents"];
+  std::filesystem::remove(path);
+  EXPECT_EQ(span_named(events, "saved")["cat"], "test");
+  bool named = false;
+  for (const auto& event : events) named = named || (event["name"] == "process_name" && event["args"]["name"] == "program");
+  EXPECT_TRUE(named);
+}
