@@ -58,19 +58,23 @@ step() {
   return $status
 }
 
-# Configure must find nvcc: without it CMake quietly builds for the CPU only, and every GPU
-# test would then report itself skipped.
-configure_with_cuda() {
+# succeeds_printing PATTERN COMMAND...: runs the command and shows its output; succeeds only if
+# the command did and its output matches PATTERN (grep's basic regular expression).
+succeeds_printing() {
+  local pattern=$1
+  shift
   local output
-  output=$(cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}" 2>&1)
+  output=$("$@" 2>&1)
   local status=$?
   echo "$output"
-  [ $status = 0 ] && grep -q "CUDA backend enabled" <<<"$output"
+  [ $status = 0 ] && grep -q "$pattern" <<<"$output"
 }
 
 TRAIN=(--model cnn --epochs 2 --batch-size 64 --lr 0.05)
 step gpu_info nvidia-smi
-step configure configure_with_cuda || exit 1
+# Configure must find nvcc: without it CMake quietly builds for the CPU only, and every GPU
+# test would then report itself skipped.
+step configure succeeds_printing "CUDA backend enabled" cmake -S . -B "$BUILD" "${CMAKE_ARGS[@]}" || exit 1
 step build cmake --build "$BUILD" -j "$JOBS" || exit 1
 step gpu_tests "$BUILD/tests/gpu_tests"
 # compute-sanitizer over the whole binary, in two steps that can go to separate runs: the
@@ -92,14 +96,8 @@ step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
 # The CPU's result does not depend on the thread count (chapter 2, section 4), nor, on CPUs
 # with FMA, on the vector width: with this machine's threads the run must print what the book
 # printed with 1 and 2 threads (seed 0).
-chapter2_cpu_as_in_the_book() {
-  local output
-  output=$("$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS" 2>&1)
-  local status=$?
-  echo "$output"
-  [ $status = 0 ] && grep -q "test_acc=0.8659 final_loss=0.432213" <<<"$output"
-}
-step chapter2_cpu chapter2_cpu_as_in_the_book
+step chapter2_cpu succeeds_printing "test_acc=0.8659 final_loss=0.432213" \
+  "$BUILD/chapter2" --device cpu "${TRAIN[@]}" --threads "$JOBS"
 # One seed says little about a 0.5-point difference: after two epochs the CNN's accuracy moves
 # by a point or two with the seed. Seeds 0-8 on each device, then the mean test accuracy of
 # each and their difference.
@@ -140,14 +138,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CH4=(--device cuda --epochs 2 --batch-size 64 --lr 0.05)
 step mpi_tests mpirun -n 2 "$BUILD/tests/mpi_tests"
 # The NCCL tests skip unless every rank has a GPU of its own: one rank here, and both must run.
-nccl_tests_on_one_rank() {
-  local output
-  output=$(mpirun -n 1 "$BUILD/tests/mpi_tests" --gtest_filter='Nccl*' --gtest_color=no 2>&1)
-  local status=$?
-  echo "$output"
-  [ $status = 0 ] && grep -q '^\[  PASSED  \] 2 tests' <<<"$output"
-}
-step mpi_nccl_1 nccl_tests_on_one_rank
+step mpi_nccl_1 succeeds_printing '^\[  PASSED  \] 2 tests' \
+  mpirun -n 1 "$BUILD/tests/mpi_tests" --gtest_filter='Nccl*' --gtest_color=no
 step chapter4_nccl_1 mpirun -n 1 "$BUILD/chapter4" --backend nccl "${CH4[@]}"
 step chapter4_mpi_cuda_2 mpirun -n 2 "$BUILD/chapter4" --backend mpi "${CH4[@]}"
 step chapter4_auto_2 mpirun -n 2 "$BUILD/chapter4" --backend auto --device cuda --max-steps 50
@@ -162,14 +154,7 @@ nccl_refused_for_two_ranks_on_one_gpu() {
 step chapter4_nccl_2_refused nccl_refused_for_two_ranks_on_one_gpu
 # Chapter 4 on this machine's CPU, with its threads shared between two ranks: it must print the
 # weight checksum chapter 4's page printed with one thread per rank on a 2-core machine.
-chapter4_cpu_as_in_the_book() {
-  local output
-  output=$(mpirun -n 2 "$BUILD/chapter4" 2>&1)
-  local status=$?
-  echo "$output"
-  [ $status = 0 ] && grep -q "epoch 2: checksum 5c3f90a9cfb7ead5" <<<"$output"
-}
-step chapter4_cpu chapter4_cpu_as_in_the_book
+step chapter4_cpu succeeds_printing "epoch 2: checksum 5c3f90a9cfb7ead5" mpirun -n 2 "$BUILD/chapter4"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 [ "$LOGDIR" = --list ] && exit 0
