@@ -58,7 +58,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclWork : public Work {
  public:
   NcclWork(Device device, std::vector<Tensor> tensors, bool blocks_host)
-      : device_(device), tensors_(std::move(tensors)), blocks_host_(blocks_host) {
+      : device_(device), tensors_(std::move(tensors)), blocks_host_(blocks_host), caller_stream_(stream_for(device)) {
     DeviceGuard guard(device_);
     // Timing is not needed, and events without it are cheaper to record and wait for.
     LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -68,6 +68,11 @@ class NcclWork : public Work {
   ~NcclWork() override {
     cuda::detail::release_quietly("destroying an NCCL collective's events", [this] {
       DeviceGuard guard(device_);
+      // The tensors go back to the caching allocator's list of the caller's stream right
+      // after this. If nobody waited, or the wait was on another stream, NCCL may still be
+      // writing them: that stream must not run the memory's next user before the collective
+      // is done. (After a wait on the caller's stream this costs nothing.)
+      LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(caller_stream_, done_, 0));
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(ready_));
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(done_));
     });
@@ -88,17 +93,13 @@ class NcclWork : public Work {
     LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream_for(device_), done_, 0));
   }
 
-  bool is_completed() override {
-    const cudaError_t status = cudaEventQuery(done_);
-    if (status == cudaErrorNotReady) return false;
-    LOCKSTEP_CUDA_CHECK(status);
-    return true;
-  }
+  bool is_completed() override { return cuda::event_completed(done_); }
 
  private:
   Device device_;
   std::vector<Tensor> tensors_;
   bool blocks_host_;
+  cudaStream_t caller_stream_;  // the stream current when the collective was queued
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t done_ = nullptr;
 };

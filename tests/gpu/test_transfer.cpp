@@ -2,6 +2,7 @@
 // Tensor's own methods use on the GPU.
 #include <gtest/gtest.h>
 
+#include "core/cuda_copy.h"
 #include "gpu_test_util.h"
 #include "../unit/test_util.h"
 
@@ -49,12 +50,30 @@ TEST(Transfer, PinnedMemoryRoundTripBlockingAndNonBlocking) {
     // Later GPU work is queued after the copy, so it sees the data without any explicit wait.
     const Tensor doubled = device * 2.0;
     expect_close(host * 2.0, doubled, 0, 0, non_blocking ? "non-blocking H2D" : "blocking H2D");
-    // Device to pinned host memory, non-blocking: the values are there once the stream is done.
-    Tensor back = empty(host.shape(), TensorOptions().pinned_memory(true));
-    back.copy_(device);
+    // Device to pinned host memory (the copy a non-blocking to(cpu) makes): the values are
+    // there once the stream is done.
+    const Tensor back = empty(host.shape(), TensorOptions().pinned_memory(true));
+    cuda::copy_between_devices(device, back, non_blocking);
     cuda::synchronize(gpu());
     expect_close(host, back, 0, 0, "D2H into pinned memory");
   }
+}
+
+// A pinned tensor sent twice while the GPU is busy: the second send asks whether the first
+// copy has finished reading the block (it has not: it waits behind the products), and CUDA
+// answers "not ready" through the thread's last-error slot too. That answer is no failure,
+// and must not be reported at the next kernel launch as if the kernel had failed.
+TEST(Transfer, APinnedCopyStillQueuedLeavesNoErrorBehind) {
+  const Tensor a = full({2048, 2048}, 1.0 / 2048, TensorOptions().device(gpu()));
+  Tensor busy = a;
+  for (int i = 0; i < 16; ++i) busy = matmul(busy, a);  // tens of milliseconds of queued work
+  const Tensor host = random_cpu({1000}, 7);
+  const Tensor pinned = host.pin_memory();
+  const Tensor first = pinned.to(gpu(), true);
+  const Tensor second = pinned.to(gpu(), true);
+  Tensor both;
+  ASSERT_NO_THROW(both = first + second);
+  expect_close(host * 2.0, both, 0, 0, "two non-blocking copies of one pinned tensor");
 }
 
 TEST(Transfer, GradientsFlowBackAcrossDevices) {

@@ -44,6 +44,15 @@ Tensor rank_values(int rank, int64_t n, DType dtype, Device device) {
 
 std::vector<double> on_cpu(const Tensor& t) { return t.to(Device::cpu()).to(DType::f64).to_vector<double>(); }
 
+// Queues tens of milliseconds of products on `gpu`'s stream and returns at once, so that what
+// is queued next waits behind them: a collective that ignored the order of streams would run
+// before the kernels queued ahead of it.
+void queue_busy_work(Device gpu) {
+  const Tensor a = full({2048, 2048}, 1.0 / 2048, TensorOptions().device(gpu));
+  Tensor product = a;
+  for (int i = 0; i < 16; ++i) product = matmul(product, a);
+}
+
 TEST(Nccl, CollectivesGiveExactResults) {
   NCCL_GROUP_OR_SKIP(nccl);
   const int world = nccl->size(), rank = nccl->rank();
@@ -82,6 +91,46 @@ TEST(Nccl, CollectivesGiveExactResults) {
     EXPECT_EQ(on_cpu(slice), want_slice) << "reduce_scatter, " << dtype_name(dtype);
   }
   nccl->barrier();
+}
+
+// The input's values come from the last kernel queued before the collective: NCCL's stream
+// must wait for it (else NCCL sends what the memory held before). The output is read by a
+// copy queued after wait(), which must in turn wait for NCCL. all_gather copies even on one
+// rank, so this checks the order on a single GPU too.
+TEST(Nccl, CollectivesRunAfterTheKernelsQueuedBeforeThem) {
+  NCCL_GROUP_OR_SKIP(nccl);
+  const int world = nccl->size(), rank = nccl->rank();
+  const Device gpu = Device::cuda(mpi::node_rank_and_size().first);
+  const int64_t n = 1 << 20;
+  queue_busy_work(gpu);
+  const Tensor input = full({n}, rank + 1, TensorOptions().device(gpu));
+  const Tensor output = empty({world * n}, TensorOptions().device(gpu));
+  nccl->all_gather(output, input);
+  std::vector<double> want;
+  for (int r = 0; r < world; ++r) want.insert(want.end(), static_cast<size_t>(n), r + 1.0);
+  EXPECT_EQ(on_cpu(output), want);
+}
+
+// A collective whose Work is dropped without wait(): its tensors go back to the caching
+// allocator at once, and the next tensor of the output's size gets the output's block while
+// NCCL may still be about to write it. The stream that hands the block out again must wait for
+// the collective first. (Without that wait this fails only when NCCL loses the race.)
+TEST(Nccl, MemoryOfADroppedCollectiveIsReusedOnlyAfterIt) {
+  NCCL_GROUP_OR_SKIP(nccl);
+  const int world = nccl->size();
+  const Device gpu = Device::cuda(mpi::node_rank_and_size().first);
+  const int64_t n = 1 << 20;
+  {
+    queue_busy_work(gpu);
+    // The input is a view of a larger block, so that only the output's block has the size
+    // asked for next.
+    const Tensor source = full({(world + 1) * n}, 3.0, TensorOptions().device(gpu));
+    const Tensor output = empty({world * n}, TensorOptions().device(gpu));
+    nccl->all_gather_async(output, source.slice(0, 0, n));
+  }
+  const Tensor fresh = empty({world * n}, TensorOptions().device(gpu));
+  fresh.fill_(7.0);
+  EXPECT_EQ(on_cpu(fresh), std::vector<double>(static_cast<size_t>(world * n), 7.0));
 }
 
 // A collective on a trace: a span on the calling thread when it was queued, named as the MPI

@@ -156,8 +156,13 @@ class CachingAllocator final : public Allocator {
     DeviceGuard guard(device_);
     finish_queued_work();
     for (auto& [key, blocks] : free_blocks_) {
-      for (void* ptr : blocks) free_to_driver(ptr, key.second);
-      blocks.clear();
+      // Off the list before it is freed: if a cudaFree fails (and throws), no freed block is
+      // left behind to be handed out or freed again.
+      while (!blocks.empty()) {
+        void* ptr = blocks.back();
+        blocks.pop_back();
+        free_to_driver(ptr, key.second);
+      }
     }
   }
 
@@ -224,14 +229,12 @@ class PinnedAllocator final : public Allocator {
     auto found = pending_.find(block);
     if (found == pending_.end()) return true;
     auto& events = found->second;
-    const auto done = [](cudaEvent_t event) {
-      const cudaError_t status = cudaEventQuery(event);
-      if (status == cudaErrorNotReady) return false;
-      LOCKSTEP_CUDA_CHECK(status);
-      LOCKSTEP_CUDA_CHECK(cudaEventDestroy(event));
-      return true;
-    };
-    events.erase(std::remove_if(events.begin(), events.end(), done), events.end());
+    // Completed events leave the list before any is destroyed, so an error partway (which
+    // throws) cannot leave a destroyed event behind to be queried again.
+    const auto finished = std::partition(events.begin(), events.end(), [](cudaEvent_t e) { return !event_completed(e); });
+    std::vector<cudaEvent_t> completed(finished, events.end());
+    events.erase(finished, events.end());
+    for (cudaEvent_t event : completed) LOCKSTEP_CUDA_CHECK(cudaEventDestroy(event));
     if (!events.empty()) return false;
     pending_.erase(found);
     return true;

@@ -48,6 +48,24 @@ void release_quietly(const char* what, Release release) noexcept {
 
 }  // namespace lockstep::cuda::detail
 
+namespace lockstep::cuda {
+
+// Whether all the work recorded before `event` has finished; the CPU does not wait. A pending
+// event answers cudaErrorNotReady, which is no failure, yet the runtime also keeps it as the
+// thread's last error: left there, the next LOCKSTEP_CUDA_CHECK_LAUNCH() would report it
+// against an unrelated kernel. So it is cleared here.
+inline bool event_completed(cudaEvent_t event) {
+  const cudaError_t status = cudaEventQuery(event);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  detail::check_cuda(status, "cudaEventQuery(event)", __FILE__, __LINE__);
+  return true;
+}
+
+}  // namespace lockstep::cuda
+
 // Checks a cudaError_t returned by a CUDA runtime call.
 #define LOCKSTEP_CUDA_CHECK(call) ::lockstep::cuda::detail::check_cuda((call), #call, __FILE__, __LINE__)
 // Checks a cublasStatus_t returned by a cuBLAS call.
