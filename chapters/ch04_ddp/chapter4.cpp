@@ -85,6 +85,9 @@ int run(const Options& o) {
   set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
   const Device device = o.device == "cpu" ? Device::cpu() : device_for_rank(launch, cuda_device_count());
   const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
+  // This rank's GPU becomes its current device before any CUDA work, or every rank would also
+  // open a context on cuda:0 (PyTorch's torch.cuda.set_device(local_rank)).
+  if (device.is_cuda()) cuda::set_device(device);
 
   // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
   ProcessGroup& group = *init_process_group(backend, device);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/cuda_context.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "util/trace.h"
@@ -23,7 +24,8 @@ class DataLoader::Epoch {
       : dataset_(std::move(dataset)),
         batches_(std::move(batches)),
         capacity_(static_cast<size_t>(prefetch)),
-        pin_memory_(pin_memory) {
+        pin_memory_(pin_memory),
+        pin_device_(pin_memory ? cuda::current_device() : Device::cpu()) {
     if (capacity_ > 0) worker_ = std::thread([this] { produce(); });
   }
 
@@ -70,7 +72,12 @@ class DataLoader::Epoch {
     try {
       item.batch = dataset_->get_batch(batches_[b]);
       // Pinning here puts the extra host copy on the worker thread, off the training loop's path.
-      if (pin_memory_) item.batch = {item.batch.inputs.pin_memory(), item.batch.targets.pin_memory()};
+      // The worker makes the loop's GPU its own first, as PyTorch's pin-memory thread does:
+      // pinning on a thread's default cuda:0 would give cuda:0 a context in every process.
+      if (pin_memory_) {
+        cuda::set_device(pin_device_);
+        item.batch = {item.batch.inputs.pin_memory(), item.batch.targets.pin_memory()};
+      }
     } catch (...) {
       item.error = std::current_exception();
     }
@@ -111,6 +118,7 @@ class DataLoader::Epoch {
   std::vector<std::vector<int64_t>> batches_;  // each batch's dataset indices
   size_t capacity_;                            // most batches queued ahead; 0: no worker
   bool pin_memory_;                            // copy each batch into pinned host memory
+  Device pin_device_;                          // the GPU current where the epoch began, if pinning
   size_t next_ = 0;                            // index of the batch advance() makes current
   Batch current_;
   bool done_ = false;

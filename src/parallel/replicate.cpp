@@ -119,6 +119,11 @@ void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Modul
                                    [source, clock](const Tensor& grad) {
                                      // On the original's device already: nothing to send.
                                      if (grad.device() == source) return std::vector<Tensor>{grad};
+                                     // Timed, the copy alone: the backward kernels queued before
+                                     // it on either GPU finish first.
+                                     if (clock && clock->synchronize) {
+                                       for (Device d : {grad.device(), source}) if (d.is_cuda()) cuda::synchronize(d);
+                                     }
                                      const auto start = std::chrono::steady_clock::now();
                                      Tensor back = grad.to(source);
                                      if (clock) {

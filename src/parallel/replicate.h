@@ -20,7 +20,7 @@ namespace lockstep {
 /// already on that device are not sent, and not timed: adding them up is part of backward.
 struct GradientReturnClock {
   std::atomic<int64_t> nanoseconds{0};  ///< Total so far.
-  bool synchronize = false;             ///< Wait for each copy to finish before reading the clock.
+  bool synchronize = false;             ///< Wait for the work queued before each copy, and then for the copy, so the clock times the copy alone.
 };
 
 /// `count` new modules shaped like `module`, built with Module::clone_structure(): the shells

@@ -1,14 +1,17 @@
 // DataParallel with replicas sharing one GPU, each on a stream of its own. The comparisons run
 // in f64, where the GPU and the CPU differ only by the order of additions (about 1e-16 per
-// operation, see test_training.cpp), so a missing wait between streams, a block of memory
-// reused while a replica still reads it, or any f32 step shows up far above the tolerance.
+// operation, see test_training.cpp), so any f32 step shows up far above the tolerance, and so
+// does a missing wait between streams or a block of memory reused while a replica still reads
+// it, whenever that race is lost (small batches may finish before it matters).
 // The references: one module on the CPU (for models without BatchNorm, whose output does not
 // depend on how the batch is cut), and DataParallel over as many CPU replicas (for the ResNet,
 // whose BatchNorm normalises each replica's chunk by its own statistics).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/replica_probes.h"
@@ -35,7 +38,35 @@ std::vector<cuda::StreamHandle> streams_of_a_team_of(int threads) {
   return streams;
 }
 
+// Notes the current stream of the thread that runs its forward pass: a replica whose input's
+// first element is i writes slot i of the shared vector (as GradModeSpy notes the grad mode).
+class StreamSpy : public Module {
+ public:
+  explicit StreamSpy(std::shared_ptr<std::vector<cuda::StreamHandle>> seen) : seen_(std::move(seen)) {}
+  Tensor forward(const Tensor& input) override {
+    const auto slot = static_cast<size_t>(input.to(Device::cpu()).to_vector<float>()[0]);
+    (*seen_)[slot] = cuda::current_stream(input.device());
+    return input;
+  }
+  std::shared_ptr<Module> clone_structure() const override { return std::make_shared<StreamSpy>(seen_); }
+
+ private:
+  std::shared_ptr<std::vector<cuda::StreamHandle>> seen_;
+};
+
 }  // namespace
+
+// Replicas sharing a GPU overlap only if each queues its kernels on a stream of its own: the
+// first on the caller's, the others on the GPU's side streams. (Results alone cannot show
+// this: replicas all on one stream compute the same, one after another.)
+TEST(DataParallelCuda, EachReplicaSharingTheGpuHasAStreamOfItsOwn) {
+  auto seen = std::make_shared<std::vector<cuda::StreamHandle>>(3, nullptr);
+  DataParallel parallel(std::make_shared<StreamSpy>(seen), on_gpu(3));
+  parallel(from_vector({0, 1, 2}, {3, 1}));
+  EXPECT_EQ((*seen)[0], cuda::current_stream(gpu()));
+  EXPECT_EQ((*seen)[1], cuda::side_stream(gpu(), 0));
+  EXPECT_EQ((*seen)[2], cuda::side_stream(gpu(), 1));
+}
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
   for (const int replicas : {2, 3}) {

@@ -57,6 +57,17 @@ thread_local std::array<cudaStream_t, kMaxDevices> current_override{};
 
 }  // namespace
 
+void set_device(Device device) {
+  check_device(device, "set_device");
+  LOCKSTEP_CUDA_CHECK(cudaSetDevice(device.index()));
+}
+
+Device current_device() {
+  int index = 0;
+  LOCKSTEP_CUDA_CHECK(cudaGetDevice(&index));
+  return Device::cuda(index);
+}
+
 StreamHandle current_stream(Device device) {
   check_device(device, "current_stream");
   cudaStream_t chosen = current_override[device.index()];

@@ -19,20 +19,26 @@
 namespace lockstep::cuda {
 
 // Makes `device` the calling thread's current CUDA device until the guard goes out of scope.
-// Kernels launch on the current device, so every launcher starts with one.
+// Kernels launch on the current device, so every launcher starts with one. When `device` is
+// current already (the usual case after set_device), the guard touches nothing.
 class DeviceGuard {
  public:
   explicit DeviceGuard(Device device) {
     LOCKSTEP_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device.index()) LOCKSTEP_CUDA_CHECK(cudaSetDevice(device.index()));
+    switched_ = previous_ != device.index();
+    if (switched_) LOCKSTEP_CUDA_CHECK(cudaSetDevice(device.index()));
   }
-  // Unchecked: a destructor must not throw, and the device was current a moment ago.
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  // A destructor must not throw; the previous device was current a moment ago, so a failure
+  // here is unexpected, and is cleared rather than left for the next launch check to report.
+  ~DeviceGuard() {
+    if (switched_ && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 // The stream work on `device` is queued on.
