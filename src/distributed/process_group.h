@@ -39,7 +39,9 @@ class Work {
   /// after it (the CPU need not wait). Rethrows the backend's error, if any. Waiting twice is
   /// harmless.
   virtual void wait() = 0;
-  /// Whether the collective has finished, without blocking (a polling version of wait()).
+  /// Whether the backend has finished the collective, without blocking. Call wait() all the same
+  /// before using the result: for GPU tensors it is wait() that orders later work after the
+  /// collective, and the MPI backend copies a GPU tensor's result back only then.
   virtual bool is_completed() = 0;
 };
 

@@ -161,6 +161,12 @@ same_weights_with_small_buckets() {
 step chapter4_buckets_nccl_1 same_weights_with_small_buckets 1 nccl
 step chapter4_buckets_mpi_2 same_weights_with_small_buckets 2 mpi
 step chapter4_mpi_cuda_2 mpirun -n 2 "$BUILD/chapter4" --backend mpi "${CH4[@]}"
+# The ResNet has BatchNorm buffers, which DDP broadcasts from rank 0 before every forward (the
+# batch counters as i64) and the program before its in-sync check; on the small made-up CIFAR-10
+# with varied pixels that the tests' configure step writes.
+RESNET=(--device cuda --model resnet --dataset cifar10 --data "$BUILD/tests/varied-cifar10" --batch-size 4 --epochs 2)
+step chapter4_resnet_nccl_1 mpirun -n 1 "$BUILD/chapter4" --backend nccl "${RESNET[@]}"
+step chapter4_resnet_mpi_2 mpirun -n 2 "$BUILD/chapter4" --backend mpi "${RESNET[@]}"
 step chapter4_auto_2 mpirun -n 2 "$BUILD/chapter4" --backend auto --device cuda --max-steps 50
 # Passes only if chapter4 itself refused, with its message: a missing mpirun fails too.
 nccl_refused_for_two_ranks_on_one_gpu() {

@@ -54,6 +54,26 @@ class StreamSpy : public Module {
   std::shared_ptr<std::vector<cuda::StreamHandle>> seen_;
 };
 
+// Expects the CNN wrapped in DataParallel over `devices` (the first one holding the model) to
+// give one CPU module's output and gradients on 13 rows (uneven chunks), scattered from pinned
+// memory without waiting.
+void expect_matches_one_cpu_module(const std::vector<Device>& devices, const std::string& where) {
+  const auto reference = f64_model("cnn", Device::cpu(), 7), model = f64_model("cnn", devices[0], 7);
+  DataParallel parallel(model, devices);
+  const Tensor x = random_cpu({13, 1, 28, 28}, 11, DType::f64), y = class_labels(13);
+
+  const Tensor expected = (*reference)(x);
+  cross_entropy(expected, y).backward();
+  const Tensor out = parallel(x.pin_memory());
+  cross_entropy(out, y.to(devices[0])).backward();
+
+  expect_close(expected, out, 1e-10, 1e-12, "output, " + where);
+  const auto mine = reference->named_parameters(), theirs = model->named_parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    expect_close(mine[i].second.grad(), theirs[i].second.grad(), 1e-9, 1e-12, theirs[i].first + " grad, " + where);
+  }
+}
+
 }  // namespace
 
 // Replicas sharing a GPU overlap only if each queues its kernels on a stream of its own: the
@@ -69,23 +89,14 @@ TEST(DataParallelCuda, EachReplicaSharingTheGpuHasAStreamOfItsOwn) {
 }
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {
-  for (const int replicas : {2, 3}) {
-    const auto reference = f64_model("cnn", Device::cpu(), 7), model = f64_model("cnn", gpu(), 7);
-    DataParallel parallel(model, on_gpu(replicas));
-    const Tensor x = random_cpu({13, 1, 28, 28}, 11, DType::f64), y = class_labels(13);  // 13 rows: uneven chunks
+  for (const int replicas : {2, 3}) expect_matches_one_cpu_module(on_gpu(replicas), std::to_string(replicas) + " replicas");
+}
 
-    const Tensor expected = (*reference)(x);
-    cross_entropy(expected, y).backward();
-    const Tensor out = parallel(x.pin_memory());  // scattered from pinned memory, without waiting
-    cross_entropy(out, y.to(gpu())).backward();
-
-    const std::string where = std::to_string(replicas) + " replicas";
-    expect_close(expected, out, 1e-10, 1e-12, "output, " + where);
-    const auto mine = reference->named_parameters(), theirs = model->named_parameters();
-    for (size_t i = 0; i < mine.size(); ++i) {
-      expect_close(mine[i].second.grad(), theirs[i].second.grad(), 1e-9, 1e-12, theirs[i].first + " grad, " + where);
-    }
-  }
+// Replicas on two GPUs, the first shared by two of them: chunks, weights and outputs cross
+// between GPUs, and each gradient comes back to cuda:0 in backward.
+TEST(DataParallelCuda, ReplicasOnTwoGpusMatchOneModuleOnTheCpu) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  expect_matches_one_cpu_module({gpu(), Device::cuda(1), gpu()}, "cuda:0, cuda:1, cuda:0");
 }
 
 TEST(DataParallelCuda, ResNetTrainsLikeDataParallelOnCpuReplicas) {
