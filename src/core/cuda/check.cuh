@@ -51,9 +51,10 @@ void release_quietly(const char* what, Release release) noexcept {
 namespace lockstep::cuda {
 
 // Whether all the work recorded before `event` has finished; the CPU does not wait. A pending
-// event answers cudaErrorNotReady, which is no failure, yet the runtime also keeps it as the
-// thread's last error: left there, the next LOCKSTEP_CUDA_CHECK_LAUNCH() would report it
-// against an unrelated kernel. So it is cleared here.
+// event answers cudaErrorNotReady, which is no failure, but the runtime records every error
+// code a call returns as the thread's last error, this one too (PyTorch clears it for the same
+// reason). Left there, the next LOCKSTEP_CUDA_CHECK_LAUNCH() would report it against an
+// unrelated kernel, so it is cleared here.
 inline bool event_completed(cudaEvent_t event) {
   const cudaError_t status = cudaEventQuery(event);
   if (status == cudaErrorNotReady) {
