@@ -102,26 +102,40 @@ TEST(DetectLaunch, MalformedValuesAreNamed) {
 TEST(ChooseBackend, MpiWhenAskedOrOnTheCpu) {
   LaunchInfo two_ranks;
   two_ranks.world_size = two_ranks.local_world_size = 2;
-  EXPECT_EQ(choose_backend("mpi", Device::cuda(0), two_ranks, 2), "mpi");
-  EXPECT_EQ(choose_backend("auto", Device::cpu(), two_ranks, 2), "mpi");
+  EXPECT_EQ(choose_backend("mpi", Device::cuda(0), two_ranks, 2, false), "mpi");
+  EXPECT_EQ(choose_backend("auto", Device::cpu(), two_ranks, 2, false), "mpi");
   // Two ranks, one GPU: NCCL refuses to share it, so "auto" stays with MPI.
-  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1), "mpi");
+  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1, false), "mpi");
   // A GPU for each rank: NCCL, if this build has it.
-  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 2), built_with_nccl() ? "nccl" : "mpi");
-  expect_error([&] { choose_backend("gloo", Device::cpu(), two_ranks, 0); }, "expected --backend auto, mpi or nccl");
+  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 2, false), built_with_nccl() ? "nccl" : "mpi");
+  expect_error([&] { choose_backend("gloo", Device::cpu(), two_ranks, 0, false); }, "expected --backend auto, mpi or nccl");
 }
 
 TEST(ChooseBackend, NcclWhereItCannotWorkSaysWhy) {
   LaunchInfo two_ranks;
   two_ranks.world_size = two_ranks.local_world_size = 2;
-  expect_error([&] { choose_backend("nccl", Device::cpu(), two_ranks, 2); },
+  expect_error([&] { choose_backend("nccl", Device::cpu(), two_ranks, 2, false); },
                "NCCL backend moves CUDA tensors only, and the model is on cpu");
-  expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1); },
+  expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, false); },
                "2 ranks on this node but only 1 CUDA device(s)");
   if (built_with_nccl()) {
-    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 2), "nccl");
+    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 2, false), "nccl");
   } else {
-    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 2); }, "this build has no NCCL backend");
+    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 2, false); }, "this build has no NCCL backend");
+  }
+}
+
+// CUDA_VISIBLE_DEVICES set, one GPU seen by each of two ranks: perhaps the same GPU, perhaps
+// one each (Slurm's --gpus-per-task=1). "auto" plays safe with MPI; "nccl", asked for, is let
+// through, and NCCL itself refuses a shared GPU when it starts.
+TEST(ChooseBackend, OneVisibleGpuPerRankIsLeftForNcclToCheck) {
+  LaunchInfo two_ranks;
+  two_ranks.world_size = two_ranks.local_world_size = 2;
+  EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1, true), "mpi");
+  if (built_with_nccl()) {
+    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 1, true), "nccl");
+  } else {
+    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, true); }, "this build has no NCCL backend");
   }
 }
 
