@@ -58,20 +58,21 @@ void divide(const Tensor& t, int n) {
   }
 }
 
-// MPI reads and writes host memory. A CPU tensor is used as it is; a GPU tensor is copied into
-// pinned host memory when the collective starts (on the caller's thread, so the copy sees the
-// values the caller computed) and copied back when the caller waits.
+// MPI reads and writes host memory. A CPU tensor is used as it is; a GPU tensor is staged in
+// pinned host memory: copied there when the collective starts, if MPI reads it (on the caller's
+// thread, so the copy sees the values the caller computed), and copied back when the caller
+// waits, if MPI writes it.
 struct HostView {
   Tensor device_tensor;  // the caller's tensor
   Tensor host;           // what MPI reads and writes: the same tensor on the CPU, else a copy
   bool copy_back;        // whether wait() must copy `host` into `device_tensor`
 };
 
-HostView host_view(const Tensor& t, bool is_output) {
+HostView host_view(const Tensor& t, bool read, bool written) {
   if (t.device().is_cpu()) return {t, t, false};
   Tensor staged = empty(t.shape(), TensorOptions().dtype(t.dtype()).pinned_memory(true));
-  cuda::copy_between_devices(t, staged, /*non_blocking=*/false);
-  return {t, staged, is_output};
+  if (read) cuda::copy_between_devices(t, staged, /*non_blocking=*/false);
+  return {t, staged, written};
 }
 
 class MpiWork : public Work {
@@ -133,7 +134,7 @@ class ProcessGroupMPI : public ProcessGroup {
 
  protected:
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
-    HostView view = host_view(tensor, /*is_output=*/true);
+    HostView view = host_view(tensor, /*read=*/true, /*written=*/true);
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
@@ -144,7 +145,7 @@ class ProcessGroupMPI : public ProcessGroup {
   }
 
   std::shared_ptr<Work> start_broadcast(const Tensor& tensor, int root) override {
-    HostView view = host_view(tensor, /*is_output=*/rank() != root);
+    HostView view = host_view(tensor, /*read=*/rank() == root, /*written=*/rank() != root);
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
@@ -154,8 +155,8 @@ class ProcessGroupMPI : public ProcessGroup {
   }
 
   std::shared_ptr<Work> start_all_gather(const Tensor& output, const Tensor& input) override {
-    HostView in = host_view(input, /*is_output=*/false);
-    HostView out = host_view(output, /*is_output=*/true);
+    HostView in = host_view(input, /*read=*/true, /*written=*/false);
+    HostView out = host_view(output, /*read=*/false, /*written=*/true);
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(input);
     const Tensor send = in.host, receive = out.host;
@@ -165,8 +166,8 @@ class ProcessGroupMPI : public ProcessGroup {
   }
 
   std::shared_ptr<Work> start_reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
-    HostView in = host_view(input, /*is_output=*/false);
-    HostView out = host_view(output, /*is_output=*/true);
+    HostView in = host_view(input, /*read=*/true, /*written=*/false);
+    HostView out = host_view(output, /*read=*/false, /*written=*/true);
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const int count = mpi_count(output);
     const Tensor send = in.host, receive = out.host;

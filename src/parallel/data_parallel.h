@@ -33,6 +33,9 @@ struct DataParallelTimes {
 /// torch.nn.DataParallel(module, device_ids, output_device). Devices may repeat: several CPU
 /// replicas run on threads, several replicas may share one GPU. Its state_dict() keys carry the
 /// "module." prefix, as in PyTorch; save module().state_dict() to get the model's own keys.
+/// Replicas sharing a GPU use that GPU's side streams, which belong to the whole process, so
+/// one thread at a time may run DataParallel on a given GPU (and a DataParallel must not run
+/// inside another's replica): two at once could hand each other memory still in use.
 class DataParallel : public Module {
  public:
   /// Replicas on `devices` (at least one); outputs gathered on `output_device` (devices[0] by
