@@ -72,12 +72,7 @@ class DataLoader::Epoch {
     try {
       item.batch = dataset_->get_batch(batches_[b]);
       // Pinning here puts the extra host copy on the worker thread, off the training loop's path.
-      // The worker makes the loop's GPU its own first, as PyTorch's pin-memory thread does:
-      // pinning on a thread's default cuda:0 would give cuda:0 a context in every process.
-      if (pin_memory_) {
-        cuda::set_device(pin_device_);
-        item.batch = {item.batch.inputs.pin_memory(), item.batch.targets.pin_memory()};
-      }
+      if (pin_memory_) item.batch = {item.batch.inputs.pin_memory(), item.batch.targets.pin_memory()};
     } catch (...) {
       item.error = std::current_exception();
     }
@@ -87,6 +82,19 @@ class DataLoader::Epoch {
   // The worker: prepares every batch in order and queues it, waiting while the queue is full.
   void produce() {
     set_trace_thread_name("DataLoader worker");
+    // The worker pins on the loop's GPU, as PyTorch's pin-memory thread does: pinning on a new
+    // thread's default, cuda:0, would give cuda:0 a context in every process. A failure here
+    // reaches the loop as the first batch's error.
+    if (pin_memory_) {
+      try {
+        cuda::set_device(pin_device_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(Item{{}, std::current_exception()});
+        not_empty_.notify_one();
+        return;
+      }
+    }
     for (size_t b = 0; b < batches_.size(); ++b) {
       Item item = prepare(b);
       const bool failed = item.error != nullptr;

@@ -30,7 +30,9 @@ const char* reduce_op_name(ReduceOp op);
 
 /// The handle of a collective that was started and may not have finished (torch's Work).
 /// Every started collective must be waited for: until then the tensors it was given may still be
-/// read or written by the backend, and must stay alive and untouched.
+/// read or written by the backend, and must stay alive and untouched. (A Work dropped unwaited
+/// keeps its tensors' memory safe all the same: with NCCL, the streams that may reuse that
+/// memory wait for the collective, so they stall with it if a rank never joins.)
 class Work {
  public:
   virtual ~Work() = default;

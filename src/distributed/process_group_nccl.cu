@@ -12,9 +12,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "core/cuda/block_use.cuh"
 #include "core/cuda/check.cuh"
 #include "core/cuda/launch.cuh"
 #include "distributed/nccl_check.cuh"
@@ -58,7 +60,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclWork : public Work {
  public:
   NcclWork(Device device, std::vector<Tensor> tensors, bool blocks_host)
-      : device_(device), tensors_(std::move(tensors)), blocks_host_(blocks_host), caller_stream_(stream_for(device)) {
+      : device_(device), tensors_(std::move(tensors)), blocks_host_(blocks_host) {
     DeviceGuard guard(device_);
     // Timing is not needed, and events without it are cheaper to record and wait for.
     LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -66,13 +68,23 @@ class NcclWork : public Work {
   }
 
   ~NcclWork() override {
+    // The tensors go back to the caching allocator right after this, each block to the free
+    // list of the stream it was allocated on. If nobody waited, or the wait was on another
+    // stream, NCCL may still be reading or writing them: that stream must not run the memory's
+    // next user before the collective is done. (PyTorch's NCCL backend marks such memory with
+    // record_stream; after a wait on that same stream this costs nothing.)
+    std::vector<cudaStream_t> ordered;
+    for (const Tensor& t : tensors_) {
+      const cudaStream_t stream = cuda::allocation_stream(device_, t.storage()->data());
+      if (stream == nullptr || std::find(ordered.begin(), ordered.end(), stream) != ordered.end()) continue;
+      ordered.push_back(stream);
+      cuda::detail::release_quietly("ordering freed memory after an NCCL collective", [&] {
+        DeviceGuard guard(device_);
+        LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
+      });
+    }
     cuda::detail::release_quietly("destroying an NCCL collective's events", [this] {
       DeviceGuard guard(device_);
-      // The tensors go back to the caching allocator's list of the caller's stream right
-      // after this. If nobody waited, or the wait was on another stream, NCCL may still be
-      // writing them: that stream must not run the memory's next user before the collective
-      // is done. (After a wait on the caller's stream this costs nothing.)
-      LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(caller_stream_, done_, 0));
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(ready_));
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(done_));
     });
@@ -99,7 +111,6 @@ class NcclWork : public Work {
   Device device_;
   std::vector<Tensor> tensors_;
   bool blocks_host_;
-  cudaStream_t caller_stream_;  // the stream current when the collective was queued
   cudaEvent_t ready_ = nullptr;
   cudaEvent_t done_ = nullptr;
 };

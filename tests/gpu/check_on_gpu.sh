@@ -137,14 +137,16 @@ step torch_mlp_cuda python3 tests/reference/chapter2_torch.py --device cuda "${M
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CH4=(--device cuda --epochs 2 --batch-size 64 --lr 0.05)
 step mpi_tests mpirun -n 2 "$BUILD/tests/mpi_tests"
-# The NCCL tests skip unless every rank has a GPU of its own: one rank here, and both must run.
+# The NCCL tests skip unless every rank has a GPU of its own: one rank here, and all four must run.
 step mpi_nccl_1 succeeds_printing '^\[  PASSED  \] 4 tests' \
   mpirun -n 1 "$BUILD/tests/mpi_tests" --gtest_filter='Nccl*' --gtest_color=no
 step chapter4_nccl_1 mpirun -n 1 "$BUILD/chapter4" --backend nccl "${CH4[@]}"
 # The CNN's gradients (0.86 MiB) fit DDP's first bucket, so its one all-reduce starts only when
-# backward is over. With small buckets the all-reduces start during backward, on the
-# communication stream beside the compute stream, and the weights must come out with the same
-# bits as with one bucket: averaging is elementwise, whatever the buckets.
+# backward is over. With small buckets the all-reduces start during backward (with NCCL, on the
+# communication stream beside the compute stream; with MPI, on its worker thread), and the
+# weights must come out with the same bits as with one bucket: with one or two ranks each
+# element's average is one addition, whatever the buckets (with more ranks the order of the
+# additions may depend on where an element sits in its bucket).
 same_weights_with_small_buckets() {
   local ranks=$1 backend=$2 one several
   local run=(mpirun -n "$ranks" "$BUILD/chapter4" --backend "$backend" --device cuda --epochs 1 --max-steps 100)

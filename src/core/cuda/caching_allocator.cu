@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "core/cuda/check.cuh"
-#include "core/cuda/host_blocks.cuh"
+#include "core/cuda/block_use.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_memory.h"
 
@@ -88,6 +88,13 @@ class CachingAllocator final : public Allocator {
   }
 
   Device device() const override { return device_; }
+
+  // The stream `ptr` was handed out on (its free list's), or null if it is not a live block.
+  cudaStream_t stream_of(void* ptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto owner = block_stream_.find(ptr);
+    return owner != block_stream_.end() ? owner->second : nullptr;
+  }
 
   MemoryStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -278,6 +285,8 @@ Allocator& pinned_allocator() {
 }
 
 void record_pinned_use(void* block, cudaStream_t stream) { pinned_allocator_instance().record_use(block, stream); }
+
+cudaStream_t allocation_stream(Device device, void* block) { return allocator_of(device).stream_of(block); }
 
 MemoryStats memory_stats(Device device) { return allocator_of(device).stats(); }
 void reset_peak_memory_stats(Device device) { allocator_of(device).reset_peak(); }

@@ -9,7 +9,7 @@
 // (page-locked) memory. A copy from pageable memory is first staged by the driver through a
 // pinned buffer, which costs bandwidth and forces the host to wait; a copy from pinned memory
 // is a single DMA transfer that the host does not have to wait for.
-#include "core/cuda/host_blocks.cuh"
+#include "core/cuda/block_use.cuh"
 #include "core/cuda/launch.cuh"
 #include "core/cuda_copy.h"
 
