@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/busy_gpu.h"
 #include "../common/replica_probes.h"
 #include "../unit/test_util.h"
 #include "gpu_test_util.h"
@@ -54,6 +55,17 @@ class StreamSpy : public Module {
   std::shared_ptr<std::vector<cuda::StreamHandle>> seen_;
 };
 
+// Returns its input (times one, a new tensor) only after milliseconds of other work queued on
+// its stream.
+class SlowIdentity : public Module {
+ public:
+  Tensor forward(const Tensor& input) override {
+    queue_busy_work(input.device());
+    return input * 1.0;
+  }
+  std::shared_ptr<Module> clone_structure() const override { return std::make_shared<SlowIdentity>(); }
+};
+
 // Expects the CNN wrapped in DataParallel over `devices` (the first one holding the model) to
 // give one CPU module's output and gradients on 13 rows (uneven chunks), scattered from pinned
 // memory without waiting.
@@ -86,6 +98,18 @@ TEST(DataParallelCuda, EachReplicaSharingTheGpuHasAStreamOfItsOwn) {
   EXPECT_EQ((*seen)[0], cuda::current_stream(gpu()));
   EXPECT_EQ((*seen)[1], cuda::side_stream(gpu(), 0));
   EXPECT_EQ((*seen)[2], cuda::side_stream(gpu(), 1));
+}
+
+// Behind a busy caller, and with replicas slow to produce their outputs: the side streams must
+// wait for the chunks the caller's stream copies in, and the caller's stream for the outputs
+// before it gathers them. Without either wait, values not yet written are read: the products
+// take milliseconds, queueing the rest microseconds.
+TEST(DataParallelCuda, StreamsWaitForEachOtherAroundTheReplicas) {
+  DataParallel parallel(std::make_shared<SlowIdentity>(), on_gpu(3));
+  const Tensor x = random_cpu({12, 5}, 17);
+  queue_busy_work(gpu());
+  const Tensor out = parallel(x.pin_memory());
+  expect_close(x, out, 0, 0, "outputs of slow replicas behind a busy caller");
 }
 
 TEST(DataParallelCuda, ReplicasSharingOneGpuMatchOneModuleOnTheCpu) {

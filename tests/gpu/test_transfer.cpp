@@ -2,6 +2,7 @@
 // Tensor's own methods use on the GPU.
 #include <gtest/gtest.h>
 
+#include "../common/busy_gpu.h"
 #include "core/cuda_copy.h"
 #include "gpu_test_util.h"
 #include "../unit/test_util.h"
@@ -64,9 +65,7 @@ TEST(Transfer, PinnedMemoryRoundTripBlockingAndNonBlocking) {
 // answers "not ready" through the thread's last-error slot too. That answer is no failure,
 // and must not be reported at the next kernel launch as if the kernel had failed.
 TEST(Transfer, APinnedCopyStillQueuedLeavesNoErrorBehind) {
-  const Tensor a = full({2048, 2048}, 1.0 / 2048, TensorOptions().device(gpu()));
-  Tensor busy = a;
-  for (int i = 0; i < 16; ++i) busy = matmul(busy, a);  // tens of milliseconds of queued work
+  queue_busy_work(gpu());
   const Tensor host = random_cpu({1000}, 7);
   const Tensor pinned = host.pin_memory();
   const Tensor first = pinned.to(gpu(), true);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/busy_gpu.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
 #include "mpi_test_util.h"
@@ -18,6 +19,7 @@ namespace lockstep {
 namespace {
 
 using test::group;
+using test::queue_busy_work;
 
 // An NCCL group over the same ranks, each on the GPU of its rank on this machine, or null when
 // one cannot run here. Every rank agrees on the answer, so that none is left in a collective.
@@ -44,14 +46,6 @@ Tensor rank_values(int rank, int64_t n, DType dtype, Device device) {
 
 std::vector<double> on_cpu(const Tensor& t) { return t.to(Device::cpu()).to(DType::f64).to_vector<double>(); }
 
-// Queues tens of milliseconds of products on `gpu`'s stream and returns at once, so that what
-// is queued next waits behind them: a collective that ignored the order of streams would run
-// before the kernels queued ahead of it.
-void queue_busy_work(Device gpu) {
-  const Tensor a = full({2048, 2048}, 1.0 / 2048, TensorOptions().device(gpu));
-  Tensor product = a;
-  for (int i = 0; i < 16; ++i) product = matmul(product, a);
-}
 
 TEST(Nccl, CollectivesGiveExactResults) {
   NCCL_GROUP_OR_SKIP(nccl);
