@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "../common/busy_gpu.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
 
@@ -53,12 +54,14 @@ TEST(DataLoaderPinned, BatchesArePinnedAndCopyToTheGpuUnchanged) {
 }
 
 // The loop that chapter 2 runs: many batches sent without waiting, the pinned buffers released
-// as the loop advances. The sums are read only at the end, so every copy is still in flight when
-// the next batch's pinned memory is allocated: the values must still be those of each batch.
+// as the loop advances. The copies wait behind milliseconds of products queued first, so every
+// copy is still in flight when the worker pins the next batches, and a released buffer reused
+// before its copy ran would change what that copy sends: each sum must still be its batch's.
 TEST(DataLoaderPinned, NonBlockingCopiesOfManyBatchesKeepTheirValues) {
   const auto data = random_dataset();
   DataLoader pinned(data, DataLoaderOptions(4).pin_memory(true));
   std::vector<Tensor> sums_on_gpu;
+  queue_busy_work(gpu());
   for (const Batch& batch : pinned) sums_on_gpu.push_back(sum(batch.inputs.to(gpu(), true)));
   DataLoader pageable(data, DataLoaderOptions(4));
   size_t b = 0;
