@@ -79,24 +79,25 @@ class DataLoader::Epoch {
     return item;
   }
 
+  // The worker pins on the loop's GPU, as PyTorch's pin-memory thread does: pinning on a new
+  // thread's default, cuda:0, would give cuda:0 a context in every process. A failure is
+  // returned, for the loop to get as the first batch's error.
+  std::exception_ptr use_the_loops_gpu() const {
+    if (!pin_memory_) return nullptr;
+    try {
+      cuda::set_device(pin_device_);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  }
+
   // The worker: prepares every batch in order and queues it, waiting while the queue is full.
   void produce() {
     set_trace_thread_name("DataLoader worker");
-    // The worker pins on the loop's GPU, as PyTorch's pin-memory thread does: pinning on a new
-    // thread's default, cuda:0, would give cuda:0 a context in every process. A failure here
-    // reaches the loop as the first batch's error.
-    if (pin_memory_) {
-      try {
-        cuda::set_device(pin_device_);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        queue_.push_back(Item{{}, std::current_exception()});
-        not_empty_.notify_one();
-        return;
-      }
-    }
+    const std::exception_ptr setup_error = use_the_loops_gpu();
     for (size_t b = 0; b < batches_.size(); ++b) {
-      Item item = prepare(b);
+      Item item = setup_error ? Item{{}, setup_error} : prepare(b);
       const bool failed = item.error != nullptr;
       {
         std::unique_lock<std::mutex> lock(mutex_);

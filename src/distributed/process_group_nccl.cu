@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -73,16 +72,13 @@ class NcclWork : public Work {
     // stream, NCCL may still be reading or writing them: that stream must not run the memory's
     // next user before the collective is done. (PyTorch's NCCL backend marks such memory with
     // record_stream; after a wait on that same stream this costs nothing.)
-    std::vector<cudaStream_t> ordered;
-    for (const Tensor& t : tensors_) {
-      const cudaStream_t stream = cuda::allocation_stream(device_, t.storage()->data());
-      if (stream == nullptr || std::find(ordered.begin(), ordered.end(), stream) != ordered.end()) continue;
-      ordered.push_back(stream);
-      cuda::detail::release_quietly("ordering freed memory after an NCCL collective", [&] {
-        DeviceGuard guard(device_);
-        LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
-      });
-    }
+    cuda::detail::release_quietly("ordering freed memory after an NCCL collective", [this] {
+      DeviceGuard guard(device_);
+      for (const Tensor& t : tensors_) {
+        const cudaStream_t stream = cuda::allocation_stream(device_, t.storage()->data());
+        if (stream != nullptr) LOCKSTEP_CUDA_CHECK(cudaStreamWaitEvent(stream, done_, 0));
+      }
+    });
     cuda::detail::release_quietly("destroying an NCCL collective's events", [this] {
       DeviceGuard guard(device_);
       LOCKSTEP_CUDA_CHECK(cudaEventDestroy(ready_));

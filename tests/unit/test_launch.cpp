@@ -3,6 +3,7 @@
 // (device_for_rank). No MPI is started here: these are plain functions of their arguments.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -99,6 +100,15 @@ TEST(DetectLaunch, MalformedValuesAreNamed) {
                "torchrun says rank 2 of 2, which is not a rank of that world");
 }
 
+// Expects `choose` to pick "nccl" in a build with NCCL, and in one without to say it has none.
+void expect_nccl_if_built(const std::function<std::string()>& choose) {
+  if (built_with_nccl()) {
+    EXPECT_EQ(choose(), "nccl");
+  } else {
+    expect_error(choose, "this build has no NCCL backend");
+  }
+}
+
 TEST(ChooseBackend, MpiWhenAskedOrOnTheCpu) {
   LaunchInfo two_ranks;
   two_ranks.world_size = two_ranks.local_world_size = 2;
@@ -118,11 +128,7 @@ TEST(ChooseBackend, NcclWhereItCannotWorkSaysWhy) {
                "NCCL backend moves CUDA tensors only, and the model is on cpu");
   expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, false); },
                "2 ranks on this node but only 1 CUDA device(s)");
-  if (built_with_nccl()) {
-    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 2, false), "nccl");
-  } else {
-    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 2, false); }, "this build has no NCCL backend");
-  }
+  expect_nccl_if_built([&] { return choose_backend("nccl", Device::cuda(0), two_ranks, 2, false); });
 }
 
 // CUDA_VISIBLE_DEVICES set, one GPU seen by each of two ranks: perhaps the same GPU, perhaps
@@ -132,11 +138,7 @@ TEST(ChooseBackend, OneVisibleGpuPerRankIsLeftForNcclToCheck) {
   LaunchInfo two_ranks;
   two_ranks.world_size = two_ranks.local_world_size = 2;
   EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1, true), "mpi");
-  if (built_with_nccl()) {
-    EXPECT_EQ(choose_backend("nccl", Device::cuda(0), two_ranks, 1, true), "nccl");
-  } else {
-    expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, true); }, "this build has no NCCL backend");
-  }
+  expect_nccl_if_built([&] { return choose_backend("nccl", Device::cuda(0), two_ranks, 1, true); });
 }
 
 TEST(DeviceForRank, LocalRankWrapsAroundTheGpus) {
