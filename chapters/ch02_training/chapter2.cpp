@@ -192,15 +192,15 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", o.batch_size, "samples per step")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
+  app.add_option("--batch-size", o.batch_size, "samples per step")->check(positive_number());
+  app.add_option("--lr", o.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")->check(positive_number());
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(non_negative_number());
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
-  app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(non_negative_number());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");

@@ -287,14 +287,14 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu (replicas on threads), cuda (one GPU per replica while there are "
                                        "enough, then shared) or cuda:N (every replica on GPU N)");
   app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::Range(1, 64));
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
+  app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(positive_number());
+  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
-  app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(non_negative_number());
+  app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(positive_number());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--trace", o.trace, "write a timeline of the DataParallel run (Chrome trace JSON, for "

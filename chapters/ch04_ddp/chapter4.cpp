@@ -250,17 +250,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::PositiveNumber);
+      ->check(non_negative_number());
+  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
+  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r");
   app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(CLI::PositiveNumber);
-  app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(CLI::PositiveNumber);
+      ->check(non_negative_number());
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(positive_number());
+  app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(positive_number());
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");

@@ -1,5 +1,7 @@
 #include "util/program.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <utility>
@@ -13,7 +15,25 @@ std::function<void(int)>& fatal_error_handler() {
   static std::function<void(int)> handler;
   return handler;
 }
+// A CLI11 validator accepting numbers above zero, or from zero on when `zero_allowed`. The text
+// is checked before CLI11 converts it to the flag's type, so a whole-number flag given "1.5"
+// passes here and is refused by the conversion ("Could not convert: --epochs = 1.5").
+CLI::Validator number_check(bool zero_allowed) {
+  const char* wanted = zero_allowed ? "a number of 0 or more" : "a number above 0";
+  auto check = [zero_allowed, wanted](std::string& text) -> std::string {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    const bool is_number = !text.empty() && *end == '\0' && !std::isnan(value);
+    if (is_number && (value > 0 || (zero_allowed && value == 0))) return "";
+    return std::string("expected ") + wanted + ", got '" + text + "'";
+  };
+  return CLI::Validator(check, zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+}
 }  // namespace
+
+CLI::Validator positive_number() { return number_check(/*zero_allowed=*/false); }
+
+CLI::Validator non_negative_number() { return number_check(/*zero_allowed=*/true); }
 
 void check_output_folder(const std::string& flag, const std::string& path) {
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();

@@ -17,6 +17,17 @@ namespace lockstep {
 /// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+/// A CLI11 check for a flag whose value must be above zero (`--epochs`, `--batch-size`, `--lr`):
+/// "0", "-1" or "abc" is refused with "--lr: expected a number above 0, got '-1'". (CLI11's own
+/// CLI::PositiveNumber would answer "Value -1 not in range 0.000000 to 1797693...".) Help shows
+/// the flag as `INT:POSITIVE` or `FLOAT:POSITIVE`, as before.
+CLI::Validator positive_number();
+
+/// A CLI11 check for a flag that may also be zero, where zero means something (`--max-steps 0`:
+/// no limit; `--threads 0`: all cores): "-1" or "abc" is refused with "expected a number of 0 or
+/// more, got '-1'". Help shows `NONNEGATIVE`.
+CLI::Validator non_negative_number();
+
 /// Refuses, with a sentence naming `flag`, an output `path` whose folder does not exist, so that
 /// a program that writes its files at the end fails before its work rather than after it. An
 /// empty path (the flag not given) passes.
