@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lockstep.h"
-#include "ops/cuda/gemm.h"
+#include "tensor/ops/cuda/gemm.h"
 #include "util/program.h"
 #include "util/timer.h"
 

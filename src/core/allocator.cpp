@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/cuda_memory.h"
+#include "core/cuda/memory.h"
 #include "core/error.h"
 
 namespace lockstep {

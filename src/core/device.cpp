@@ -1,6 +1,6 @@
 #include "core/device.h"
 
-#include "core/cuda_api.h"
+#include "core/cuda/api.h"
 #include "core/error.h"
 
 namespace lockstep {

@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "core/cuda_context.h"
+#include "core/cuda/context.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "util/trace.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

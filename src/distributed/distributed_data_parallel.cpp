@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 #include "core/error.h"
 #include "distributed/rank_agreement.h"
 #include "util/trace.h"

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

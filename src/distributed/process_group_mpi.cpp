@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "core/cuda_copy.h"
+#include "tensor/cuda/copy_kernels.h"
 #include "distributed/mpi_check.h"
 #include "distributed/process_group_mpi.h"
 #include "util/trace.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 #include "distributed/process_group.h"
 
 namespace lockstep {

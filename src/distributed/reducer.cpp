@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "autograd/engine.h"
+#include "tensor/autograd/engine.h"
 #include "core/error.h"
 #include "util/trace.h"
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 #include "distributed/process_group.h"
 
 namespace lockstep {

@@ -1,9 +1,9 @@
 #include "nn/batch_norm.h"
 
-#include "autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 #include "core/error.h"
-#include "ops/batch_norm.h"
-#include "ops/elementwise.h"
+#include "tensor/ops/batch_norm.h"
+#include "tensor/ops/elementwise.h"
 
 namespace lockstep {
 

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "nn/init.h"
-#include "ops/conv.h"
+#include "tensor/ops/conv.h"
 
 namespace lockstep {
 

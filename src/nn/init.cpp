@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 #include "core/error.h"
-#include "ops/elementwise.h"
+#include "tensor/ops/elementwise.h"
 
 namespace lockstep {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "core/generator.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

@@ -1,9 +1,9 @@
 #include "nn/layers.h"
 
 #include "core/error.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/pool.h"
+#include "tensor/ops/dropout.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/pool.h"
 
 namespace lockstep {
 

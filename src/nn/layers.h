@@ -58,7 +58,7 @@ class Flatten : public Module {
 };
 
 /// Dropout, like torch.nn.Dropout(p): in training mode each element is zeroed with probability
-/// p and the rest scaled by 1/(1-p) (see ops/dropout.h); in evaluation mode it returns its
+/// p and the rest scaled by 1/(1-p) (see tensor/ops/dropout.h); in evaluation mode it returns its
 /// input unchanged. The mask is drawn from the default generator. Any shape.
 class Dropout : public Module {
  public:

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "nn/init.h"
-#include "ops/matmul.h"
+#include "tensor/ops/matmul.h"
 
 namespace lockstep {
 

@@ -1,6 +1,6 @@
 #include "nn/loss.h"
 
-#include "ops/loss.h"
+#include "tensor/ops/loss.h"
 
 namespace lockstep {
 

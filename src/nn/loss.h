@@ -6,12 +6,12 @@
 /// It is still called like PyTorch's, `loss = criterion(logits, target)`.
 #pragma once
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 
 /// Mean cross-entropy between scores and class labels, like torch.nn.CrossEntropyLoss() with
-/// its defaults (mean reduction, no class weights, no label smoothing). See ops/loss.h.
+/// its defaults (mean reduction, no class weights, no label smoothing). See tensor/ops/loss.h.
 class CrossEntropyLoss {
  public:
   /// logits: (N, C) raw scores; target: (N) i64 class indices in [0, C). Returns the mean over

@@ -2,8 +2,8 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/reduce.h"
 
 namespace lockstep {
 

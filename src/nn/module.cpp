@@ -12,8 +12,8 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "autograd/grad_mode.h"
-#include "autograd/zero_grad.h"
+#include "tensor/autograd/grad_mode.h"
+#include "tensor/autograd/zero_grad.h"
 #include "core/error.h"
 #include "util/trace.h"
 

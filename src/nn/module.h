@@ -29,7 +29,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 #include "nn/state_dict.h"
 
 namespace lockstep {

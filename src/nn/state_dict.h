@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "core/strided_loop.h"
+#include "tensor/strided_loop.h"
 #include "optim/adam_rule.h"
 #include "optim/cuda/fused_updates.h"
 #include "util/trace.h"

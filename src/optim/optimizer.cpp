@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "autograd/zero_grad.h"
+#include "tensor/autograd/zero_grad.h"
 #include "core/error.h"
 
 namespace lockstep {

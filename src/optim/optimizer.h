@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

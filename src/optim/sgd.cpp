@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "autograd/grad_mode.h"
+#include "tensor/autograd/grad_mode.h"
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "core/strided_loop.h"
+#include "tensor/strided_loop.h"
 #include "optim/cuda/fused_updates.h"
 #include "optim/sgd_rule.h"
 #include "util/trace.h"

@@ -1,6 +1,6 @@
 #include "parallel/data_parallel.h"
 
-#include "core/cuda_context.h"
+#include "core/cuda/context.h"
 #include "core/error.h"
 #include "parallel/parallel_apply.h"
 #include "parallel/scatter_gather.h"

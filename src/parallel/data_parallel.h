@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 #include "nn/module.h"
 #include "parallel/replicate.h"
 

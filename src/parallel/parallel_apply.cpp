@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "autograd/grad_mode.h"
-#include "core/cuda_context.h"
+#include "tensor/autograd/grad_mode.h"
+#include "core/cuda/context.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/threads.h"

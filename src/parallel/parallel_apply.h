@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 #include "nn/module.h"
 
 namespace lockstep {

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <typeinfo>
 
-#include "autograd/node.h"
-#include "core/cuda_context.h"
+#include "tensor/autograd/node.h"
+#include "core/cuda/context.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "util/trace.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/tensor.h"
+#include "tensor/tensor.h"
 
 namespace lockstep {
 

@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "core/cuda_copy.h"
+#include "tensor/cuda/copy_kernels.h"
 #include "lockstep.h"
 
 namespace {

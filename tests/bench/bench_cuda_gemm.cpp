@@ -19,7 +19,7 @@
 #include <map>
 
 #include "lockstep.h"
-#include "ops/cuda/gemm.h"
+#include "tensor/ops/cuda/gemm.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <omp.h>
 #endif
 
-#include "ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm.h"
 
 namespace {
 

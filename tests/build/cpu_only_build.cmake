@@ -1,7 +1,7 @@
 # Builds Lockstep a second time with the CUDA backend switched off (as on a machine without
 # nvcc) and checks that the result works and explains itself when asked for a GPU:
 #   cmake -DSOURCE_DIR=... -DBINARY_DIR=... -P cpu_only_build.cmake
-# The CUDA build never compiles the CPU-only fallbacks (core/cuda_api.h), so without this test
+# The CUDA build never compiles the CPU-only fallbacks (core/cuda/api.h), so without this test
 # they could rot unnoticed.
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BINARY_DIR} -DLOCKSTEP_WITH_CUDA=OFF
                         -DLOCKSTEP_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "lockstep.h"
-#include "ops/cuda/gemm.h"
+#include "tensor/ops/cuda/gemm.h"
 
 namespace lockstep::test {
 

@@ -14,7 +14,7 @@
 #include "gemm_test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
-#include "ops/cuda/gemm.h"
+#include "tensor/ops/cuda/gemm.h"
 
 using namespace lockstep;
 using namespace lockstep::test;

@@ -7,7 +7,7 @@
 
 #include "gradcheck.h"
 #include "lockstep.h"
-#include "ops/cpu/conv_kernels.h"
+#include "tensor/ops/cpu/conv_kernels.h"
 #include "test_util.h"
 
 using namespace lockstep;

@@ -1,4 +1,4 @@
-// The caching allocator behind every CUDA tensor (see core/cuda_memory.h for why it exists),
+// The caching allocator behind every CUDA tensor (see core/cuda/memory.h for why it exists),
 // and the caching allocator of pinned host memory.
 //
 // Requests are rounded up to a size class (lockstep::size_class, as on the CPU: multiples of
@@ -30,8 +30,8 @@
 
 #include "core/cuda/check.cuh"
 #include "core/cuda/block_use.cuh"
-#include "core/cuda/launch.cuh"
-#include "core/cuda_memory.h"
+#include "core/cuda/device_guard.cuh"
+#include "core/cuda/memory.h"
 
 namespace lockstep::cuda {
 

@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "core/cuda/check.cuh"
-#include "core/cuda/launch.cuh"
-#include "core/cuda_context.h"
+#include "core/cuda/device_guard.cuh"
+#include "core/cuda/context.h"
 
 namespace lockstep::cuda {
 

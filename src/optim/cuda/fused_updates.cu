@@ -9,7 +9,7 @@
 // once and writes its value and state once, which makes the update memory-bound by design.
 #include "optim/cuda/fused_updates.h"
 
-#include "core/cuda/launch.cuh"
+#include "tensor/cuda/launch.cuh"
 
 namespace lockstep::cuda {
 

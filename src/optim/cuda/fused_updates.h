@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "core/cuda_api.h"
+#include "core/cuda/api.h"
 #include "core/device.h"
 #include "optim/adam_rule.h"
 #include "optim/sgd_rule.h"

@@ -1,0 +1,113 @@
+#include "tensor/ops/batch_norm.h"
+
+#include <tuple>
+
+#include "tensor/autograd/node.h"
+#include "tensor/autograd/saved_tensor.h"
+#include "core/error.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/cpu/batch_norm_kernels.h"
+#include "tensor/ops/cuda/batch_norm_kernels.h"
+#include "tensor/ops/elementwise.h"
+
+namespace lockstep {
+
+namespace {
+
+// Checks an optional per-channel argument: one value per channel, input's dtype and device.
+void check_per_channel(const Tensor& t, const char* what, const Tensor& input) {
+  if (!t.defined()) return;
+  LOCKSTEP_CHECK(t.dim() == 1 && t.size(0) == input.size(1), "batch_norm: expected ", what, " to have shape [",
+                 input.size(1), "] (one value per channel of input shape ", shape_str(input.shape()), "), got shape ",
+                 shape_str(t.shape()));
+  check_same_device("batch_norm", {&input, &t});
+  check_same_dtype("batch_norm", {&input, &t});
+}
+
+bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  check_defined("batch_norm", {&input});
+  LOCKSTEP_CHECK(input.dim() == 2 || input.dim() == 4,
+                 "batch_norm: expected input to be 2-D (N, C) or 4-D (N, C, H, W), got shape ", shape_str(input.shape()));
+  check_per_channel(weight, "weight", input);
+  check_per_channel(bias, "bias", input);
+  check_per_channel(running_mean, "running_mean", input);
+  check_per_channel(running_var, "running_var", input);
+  LOCKSTEP_CHECK(running_mean.defined() == running_var.defined(),
+                 "batch_norm: expected running_mean and running_var to be both given or both undefined");
+  // n: how many values each channel's statistics are taken over, N * H * W.
+  const int64_t count = input.size(0) * (input.dim() == 4 ? input.size(2) * input.size(3) : 1);
+  LOCKSTEP_CHECK(!training || count != 1, "batch_norm: expected more than 1 value per channel when training, got input shape ",
+                 shape_str(input.shape()));
+
+  // The kernels run where the tensors live: tensor/ops/cuda/ on a GPU, tensor/ops/cpu/ on the CPU.
+  const bool on_gpu = input.device().is_cuda();
+  // Without running statistics there is nothing but the batch to normalise with.
+  const bool use_batch_stats = training || !running_mean.defined();
+  Tensor mean, invstd;  // (C)
+  if (use_batch_stats) {
+    // SyncBatchNorm replaces exactly this step: it all-gathers every rank's (mean, invstd,
+    // count) and merges them into global statistics before normalising.
+    std::tie(mean, invstd) = on_gpu ? cuda::batch_norm_stats(input, eps) : cpu::batch_norm_stats(input, eps);
+    // Running statistics are buffers, not parameters: updated in place, never recorded.
+    if (running_mean.defined() && count > 0) {
+      if (on_gpu) {
+        cuda::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
+      } else {
+        cpu::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
+      }
+      increment_version(running_mean);
+      increment_version(running_var);
+    }
+  } else {
+    // A copy, so that a later training step updating running_mean in place cannot change
+    // what this step's backward uses.
+    mean = running_mean.detach().clone();
+    invstd = on_gpu ? cuda::batch_norm_invstd(running_var, eps) : cpu::batch_norm_invstd(running_var, eps);
+  }
+  Tensor out = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
+  if (on_gpu) {
+    cuda::batch_norm_elemt(input, mean, invstd, weight, bias, out);
+  } else {
+    cpu::batch_norm_elemt(input, mean, invstd, weight, bias, out);
+  }
+
+  const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
+  return record(
+      out, "NativeBatchNormBackward", {input, weight, bias},
+      [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, use_batch_stats, on_gpu,
+       channel_shape, need_input = needs_grad(input), need_weight = needs_grad(weight),
+       need_bias = needs_grad(bias)](const Tensor& g) {
+        const Tensor x = x_saved.unpack(), weight = weight_saved.unpack();
+        std::vector<Tensor> grads(3);  // input, weight, bias
+        // The per-channel sums give the weight and bias gradients, and in training also
+        // enter the input gradient (SyncBatchNorm all-reduces them across ranks first).
+        if (need_weight || need_bias || (need_input && use_batch_stats)) {
+          Tensor sum_dy, sum_dy_xmu;
+          std::tie(sum_dy, sum_dy_xmu) =
+              on_gpu ? cuda::batch_norm_backward_reduce(g, x, mean) : cpu::batch_norm_backward_reduce(g, x, mean);
+          if (need_weight) grads[1] = mul(sum_dy_xmu, invstd);  // sum(dy * xhat)
+          if (need_bias) grads[2] = sum_dy;
+          if (need_input && use_batch_stats) {
+            // The batch mean and variance depend on every input, hence the two extra terms.
+            grads[0] = empty(x.shape(), TensorOptions().dtype(x.dtype()).device(x.device()));
+            if (on_gpu) {
+              cuda::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
+            } else {
+              cpu::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
+            }
+          }
+        }
+        // In eval mode mean and invstd are constants: the op is a per-channel affine map.
+        if (need_input && !use_batch_stats) {
+          grads[0] = mul(g, (weight.defined() ? mul(weight, invstd) : invstd).reshape(channel_shape));
+        }
+        return grads;
+      });
+}
+
+}  // namespace lockstep

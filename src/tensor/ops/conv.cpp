@@ -1,0 +1,88 @@
+// conv2d: checks the shapes, runs the im2col + GEMM kernels (tensor/ops/cpu/conv_kernels.h, or
+// tensor/ops/cuda/conv_kernels.h for tensors on a GPU) and records the backward pass.
+#include "tensor/ops/conv.h"
+
+#include "tensor/autograd/node.h"
+#include "tensor/autograd/saved_tensor.h"
+#include "core/error.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/cpu/conv_kernels.h"
+#include "tensor/ops/cuda/conv_kernels.h"
+#include "tensor/ops/reduce.h"
+
+namespace lockstep {
+
+namespace {
+
+// The output size along one dimension: how many positions of a `kernel`-wide filter, moved
+// `stride` at a time, fit into `size` plus `padding` on both sides.
+int64_t conv_out_size(int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
+  return (size + 2 * padding - kernel) / stride + 1;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+  check_same_device("conv2d", {&input, &weight});
+  check_same_dtype("conv2d", {&input, &weight});
+  LOCKSTEP_CHECK(input.dim() == 4, "conv2d: expected input to be 4-D (N, C, H, W), got shape ",
+                 shape_str(input.shape()), input.dim() == 3 ? " (add a batch dimension with unsqueeze(0))" : "");
+  LOCKSTEP_CHECK(weight.dim() == 4, "conv2d: expected weight to be 4-D (C_out, C_in, kH, kW), got shape ",
+                 shape_str(weight.shape()));
+  LOCKSTEP_CHECK(input.size(1) == weight.size(1), "conv2d: input has ", input.size(1), " channels but weight expects ",
+                 weight.size(1), " (weight shape ", shape_str(weight.shape()), ")");
+  if (bias.defined()) {
+    check_same_device("conv2d", {&input, &bias});
+    check_same_dtype("conv2d", {&input, &bias});
+    LOCKSTEP_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv2d: expected bias of shape [",
+                   weight.size(0), "] (one per output channel), got ", shape_str(bias.shape()));
+  }
+  LOCKSTEP_CHECK(stride > 0, "conv2d: stride must be positive, got ", stride);
+  LOCKSTEP_CHECK(padding >= 0, "conv2d: padding must be non-negative, got ", padding);
+
+  cpu::Conv2dGeometry g;
+  g.channels = input.size(1);
+  g.height = input.size(2);
+  g.width = input.size(3);
+  g.kernel_h = weight.size(2);
+  g.kernel_w = weight.size(3);
+  g.stride = stride;
+  g.padding = padding;
+  LOCKSTEP_CHECK(g.kernel_h <= g.height + 2 * padding && g.kernel_w <= g.width + 2 * padding, "conv2d: kernel ",
+                 g.kernel_h, "x", g.kernel_w, " is larger than the padded input ", g.height + 2 * padding, "x",
+                 g.width + 2 * padding, " (input ", g.height, "x", g.width, ", padding ", padding, ")");
+  g.out_h = conv_out_size(g.height, g.kernel_h, stride, padding);
+  g.out_w = conv_out_size(g.width, g.kernel_w, stride, padding);
+
+  // The kernels want dense operands; detached, so that making them dense is not recorded.
+  const Tensor x = input.detach().contiguous();
+  const Tensor w = weight.detach().contiguous();
+  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w},
+                     TensorOptions().dtype(input.dtype()).device(input.device()));
+  if (out.device().is_cuda()) {
+    cuda::conv2d_forward_kernel(x, w, b, out, g);
+  } else {
+    cpu::conv2d_forward_kernel(x, w, b, out, g);
+  }
+
+  return record(out, "ConvolutionBackward", {input, weight, bias},
+                [x_saved = SavedTensor(x), w_saved = SavedTensor(w), g, rx = input.requires_grad(),
+                 rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& grad) {
+                  const Tensor x = x_saved.unpack(), w = w_saved.unpack();
+                  const Tensor dy = grad.contiguous();
+                  const Tensor dx = rx ? empty_like(x) : Tensor();
+                  const Tensor dw = rw ? empty_like(w) : Tensor();
+                  if (rx || rw) {
+                    if (dy.device().is_cuda()) {
+                      cuda::conv2d_backward_kernel(dy, x, w, dx, dw, g);
+                    } else {
+                      cpu::conv2d_backward_kernel(dy, x, w, dx, dw, g);
+                    }
+                  }
+                  // Every output pixel of channel c added bias[c] once.
+                  return std::vector<Tensor>{dx, dw, rb ? sum(dy, {0, 2, 3}) : Tensor()};
+                });
+}
+
+}  // namespace lockstep

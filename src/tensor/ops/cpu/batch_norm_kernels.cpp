@@ -1,0 +1,187 @@
+// CPU batch-norm kernels. Input (N, C) or (N, C, H, W) is read as (N, C, S): channel c owns
+// the N runs x[n, c, 0..S). The per-channel reductions run one channel per thread and sum in
+// double; the elementwise passes run one (n, c) row per thread with per-channel coefficients
+// folded in advance, so each element costs one or two multiply-adds.
+#include "tensor/ops/cpu/batch_norm_kernels.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "tensor/strided_loop.h"
+
+namespace lockstep::cpu {
+
+namespace {
+
+// S in the (N, C, S) view of an (N, C) or (N, C, H, W) tensor: H * W, or 1.
+int64_t spatial_size(const Tensor& t) {
+  int64_t S = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) S *= t.size(d);
+  return S;
+}
+
+// A (C) tensor's values as doubles; an undefined tensor reads as `fallback` in every channel.
+std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) {
+  return t.defined() ? t.to_vector<double>() : std::vector<double>(static_cast<size_t>(C), fallback);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& input, double eps) {
+  const Tensor x = input.contiguous();  // x: (N, C, S)
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  Tensor mean = empty({C}, options), invstd = empty({C}, options);
+  const double count = static_cast<double>(N * S);
+
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data_ptr<T>();
+    T* m = mean.data_ptr<T>();
+    T* is = invstd.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < C; ++c) {
+      // Two passes, the mean and then squared deviations from it, avoid the cancellation
+      // that E[x^2] - E[x]^2 suffers when the mean is large compared with the spread.
+      double total = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = in + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
+      }
+      const double mu = count > 0 ? total / count : 0.0;
+      double squares = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = in + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = static_cast<double>(row[s]) - mu;
+          squares += d * d;
+        }
+      }
+      const double var = count > 0 ? squares / count : 0.0;  // biased: what normalisation uses
+      m[c] = static_cast<T>(mu);
+      is[c] = static_cast<T>(1.0 / std::sqrt(var + eps));
+    }
+  });
+  return {mean, invstd};
+}
+
+Tensor batch_norm_invstd(const Tensor& var, double eps) {
+  const std::vector<double> v = var.to_vector<double>();  // v: (C)
+  std::vector<double> invstd(v.size());
+  for (size_t c = 0; c < v.size(); ++c) invstd[c] = 1.0 / std::sqrt(v[c] + eps);
+  return from_vector(invstd, var.shape(), TensorOptions().dtype(var.dtype()).device(var.device()));
+}
+
+void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                             const Tensor& invstd, double eps, int64_t count, double momentum) {
+  const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();  // (C)
+  // Normalisation divides by n, but the running variance estimates the population's, so it
+  // uses the unbiased n - 1, as PyTorch does.
+  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+
+  dispatch_floating(running_mean.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* rm = running_mean.data_ptr<T>();
+    T* rv = running_var.data_ptr<T>();
+    const int64_t sm = running_mean.stride(0), sv = running_var.stride(0);
+    for (size_t c = 0; c < m.size(); ++c) {
+      const double var = 1.0 / (is[c] * is[c]) - eps;  // the biased batch variance, back from invstd
+      rm[c * sm] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c * sm]) + momentum * m[c]);
+      rv[c * sv] = static_cast<T>((1.0 - momentum) * static_cast<double>(rv[c * sv]) + momentum * var * unbias);
+    }
+  });
+}
+
+void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                      const Tensor& bias, const Tensor& out) {
+  const Tensor x = input.contiguous();  // x, out: (N, C, S)
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();
+  const std::vector<double> w = channel_values(weight, C, 1.0), b = channel_values(bias, C, 0.0);
+
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Fold mean, invstd, weight and bias into y = x * scale + shift, one per channel.
+    std::vector<T> scale(C), shift(C);
+    for (int64_t c = 0; c < C; ++c) {
+      scale[c] = static_cast<T>(w[c] * is[c]);
+      shift[c] = static_cast<T>(b[c] - m[c] * w[c] * is[c]);
+    }
+    const T* in = x.data_ptr<T>();
+    T* o = out.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
+      const T a = scale[r % C], z = shift[r % C];
+      for (int64_t s = 0; s < S; ++s) o[r * S + s] = in[r * S + s] * a + z;
+    }
+  });
+}
+
+std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, const Tensor& input,
+                                                     const Tensor& mean) {
+  const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  const std::vector<double> m = mean.to_vector<double>();
+  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  Tensor sum_dy = empty({C}, options), sum_dy_xmu = empty({C}, options);
+
+  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dy = g.data_ptr<T>();
+    const T* in = x.data_ptr<T>();
+    T* sdy = sum_dy.data_ptr<T>();
+    T* sdx = sum_dy_xmu.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < C; ++c) {
+      double a = 0.0, b = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t row = (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = static_cast<double>(dy[row + s]);
+          a += d;
+          b += d * (static_cast<double>(in[row + s]) - m[c]);
+        }
+      }
+      sdy[c] = static_cast<T>(a);
+      sdx[c] = static_cast<T>(b);
+    }
+  });
+  return {sum_dy, sum_dy_xmu};
+}
+
+void batch_norm_backward_elemt(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+                               const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                               const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
+  const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();
+  const std::vector<double> w = channel_values(weight, C, 1.0);
+  const std::vector<double> sdy = sum_dy.to_vector<double>(), sdx = sum_dy_xmu.to_vector<double>();
+  const double n = static_cast<double>(count);
+
+  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Per channel: grad_input = k * (dy - mean_dy - (x - mean) * proj), where k = weight *
+    // invstd, mean_dy = sum_dy / n and proj = invstd^2 * sum_dy_xmu / n.
+    std::vector<T> k(C), mean_dy(C), proj(C), mu(C);
+    for (int64_t c = 0; c < C; ++c) {
+      k[c] = static_cast<T>(w[c] * is[c]);
+      mean_dy[c] = static_cast<T>(sdy[c] / n);
+      proj[c] = static_cast<T>(is[c] * is[c] * sdx[c] / n);
+      mu[c] = static_cast<T>(m[c]);
+    }
+    const T* dy = g.data_ptr<T>();
+    const T* in = x.data_ptr<T>();
+    T* dx = grad_input.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
+      const int64_t c = r % C;
+      for (int64_t s = 0; s < S; ++s) {
+        dx[r * S + s] = k[c] * (dy[r * S + s] - mean_dy[c] - (in[r * S + s] - mu[c]) * proj[c]);
+      }
+    }
+  });
+}
+
+}  // namespace lockstep::cpu

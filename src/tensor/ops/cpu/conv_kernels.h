@@ -1,0 +1,66 @@
+/// \file
+/// CPU kernels for conv2d: im2col, its adjoint col2im, and the forward and backward passes
+/// built from them and cpu::gemm. For one image and a stride s and padding p:
+///
+///     cols (C_in*kH*kW, H_out*W_out)    column (oh, ow) = the input patch under the filter
+///                                       at output pixel (oh, ow), row (c, i, j) = pixel
+///                                       x[c, oh*s - p + i, ow*s - p + j] (0 in the padding)
+///     y  (C_out, H_out*W_out) = W (C_out, C_in*kH*kW) . cols            forward
+///     dW (C_out, C_in*kH*kW) += dy (C_out, H_out*W_out) . cols^T        backward, weight
+///     dx = col2im(W^T (C_in*kH*kW, C_out) . dy (C_out, H_out*W_out))    backward, input
+///
+/// Images are independent, so the forward pass splits the batch into one share per thread;
+/// inside a share each image is one im2col and one GEMM (conv_kernels.cpp says why this split
+/// was chosen). The backward pass splits it into at most 16 groups fixed by the batch size, so
+/// that dW, a sum over the images, is added in the same order whatever the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace lockstep::cpu {
+
+/// The sizes of one 2-D convolution, per image (the batch size is the tensors' dimension 0).
+struct Conv2dGeometry {
+  int64_t channels = 0;  ///< Input channels C_in.
+  int64_t height = 0;    ///< Input height H.
+  int64_t width = 0;     ///< Input width W.
+  int64_t kernel_h = 0;  ///< Filter height kH.
+  int64_t kernel_w = 0;  ///< Filter width kW.
+  int64_t stride = 1;    ///< Step between neighbouring output pixels, in input pixels.
+  int64_t padding = 0;   ///< Zeros added on every side of the input.
+  int64_t out_h = 0;     ///< Output height, (H + 2 padding - kH) / stride + 1.
+  int64_t out_w = 0;     ///< Output width, (W + 2 padding - kW) / stride + 1.
+
+  /// Rows of the im2col matrix: values in one patch, C_in * kH * kW.
+  int64_t patch_size() const { return channels * kernel_h * kernel_w; }
+  /// Columns of the im2col matrix: output pixels per channel, H_out * W_out.
+  int64_t out_pixels() const { return out_h * out_w; }
+};
+
+/// Writes cols (patch_size, out_pixels): the patch under the filter at every output pixel of
+/// one image x (C_in, H, W), as described in this file's header. Padding reads as 0.
+/// Instantiated for float and double.
+template <class T>
+void im2col(const T* x, const Conv2dGeometry& g, T* cols);
+
+/// The adjoint of im2col: adds every entry of cols (patch_size, out_pixels) onto the pixel of
+/// x (C_in, H, W) it would have been copied from (entries from the padding are dropped). A pixel
+/// that lies in several patches receives the sum. Instantiated for float and double.
+template <class T>
+void col2im(const T* cols, const Conv2dGeometry& g, T* x);
+
+/// out (N, C_out, H_out, W_out) = input (N, C_in, H, W) convolved with weight
+/// (C_out, C_in, kH, kW), plus bias (C_out) per channel if bias is defined. All contiguous,
+/// one floating dtype.
+void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                           const Conv2dGeometry& g);
+
+/// From grad_out dy (N, C_out, H_out, W_out), writes grad_input dx (N, C_in, H, W) and
+/// grad_weight dW (C_out, C_in, kH, kW, summed over the batch). Either output may be undefined,
+/// and is then not computed. All tensors contiguous, one floating dtype.
+void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                            const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g);
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,314 @@
+// CUDA batch normalisation (declared in tensor/ops/cuda/batch_norm_kernels.h). The CPU reference is
+// tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats and friends), whose arithmetic this
+// follows step for step: per-channel sums in double, per-channel coefficients folded in double
+// and rounded to the element type once, then one or two multiply-adds per element.
+//
+// x: (N, C, S), contiguous, S = H * W (1 for 2-D input). Channel c owns the N * S elements
+// x[n, c, s], numbered j = n * S + s; element j of channel c sits at (n * C + c) * S + s.
+// Parallel decomposition:
+//   - per-channel reductions (stats, backward_reduce): one block per channel. Its threads
+//     stride over j, so neighbouring threads read neighbouring s (coalesced when S is large;
+//     2-D input reads one element every C), and combine their double partial sums with warp
+//     shuffles, then through shared memory across the warps;
+//   - per-channel arithmetic (invstd, running statistics, folded coefficients): one thread
+//     per channel;
+//   - elementwise passes: a grid-stride loop, one element i per thread, channel (i / S) % C.
+#include "tensor/ops/cuda/batch_norm_kernels.h"
+
+#include "tensor/cuda/launch.cuh"
+#include "core/dispatch.h"
+
+namespace lockstep::cuda {
+
+namespace {
+
+// Threads per channel in the reductions: a channel often holds 10^4 to 10^6 values, and more
+// threads per block keep more loads in flight while only C blocks run.
+constexpr int kReduceThreads = 512;
+
+// The (N, C, S) view of an (N, C) or (N, C, H, W) tensor.
+struct ChannelLayout {
+  int64_t N = 0, C = 0, S = 1;
+};
+
+ChannelLayout channel_layout(const Tensor& t) {
+  ChannelLayout layout{t.size(0), t.size(1), 1};
+  for (int64_t d = 2; d < t.dim(); ++d) layout.S *= t.size(d);
+  return layout;
+}
+
+// Where element j = n * S + s of channel c lives in a contiguous (N, C, S) tensor.
+__device__ __forceinline__ int64_t channel_offset(int64_t j, int64_t c, const ChannelLayout& l) {
+  const int64_t n = j / l.S;
+  return (n * l.C + c) * l.S + (j - n * l.S);
+}
+
+// The sum of `value` over the kReduceThreads threads of the block, received by every thread.
+// The warps' results are combined in a fixed order, so every run gives the same bits. All
+// threads of the block must call it.
+__device__ double block_sum(double value) {
+  // Within each warp, halve the distance at each step: after 5 steps lane 0 holds the warp's sum.
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  // Lane 0 of each warp posts its sum; after the barrier every thread adds the posted sums.
+  __shared__ double warp_sums[kReduceThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kReduceThreads / 32; ++w) total += warp_sums[w];
+  // No thread may post the next call's sums before every thread has read these.
+  __syncthreads();
+  return total;
+}
+
+// Block c: mean[c] and invstd[c] of channel c, in two passes like cpu::batch_norm_stats (the
+// mean, then squared deviations from it, which avoids E[x^2] - E[x]^2's cancellation).
+template <class T>
+__global__ void stats_kernel(const T* x, ChannelLayout l, double eps, T* mean, T* invstd) {
+  const int64_t c = blockIdx.x, count = l.N * l.S;
+  double total = 0.0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += static_cast<double>(x[channel_offset(j, c, l)]);
+  total = block_sum(total);
+  const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+
+  double squares = 0.0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const double d = static_cast<double>(x[channel_offset(j, c, l)]) - mu;
+    squares += d * d;
+  }
+  squares = block_sum(squares);
+  if (threadIdx.x == 0) {
+    const double var = count > 0 ? squares / static_cast<double>(count) : 0.0;  // biased
+    mean[c] = static_cast<T>(mu);
+    invstd[c] = static_cast<T>(1.0 / sqrt(var + eps));
+  }
+}
+
+// Thread c: invstd[c] = 1 / sqrt(var[c] + eps), in double.
+template <class T>
+__global__ void invstd_kernel(const T* var, int64_t C, double eps, T* invstd) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    invstd[c] = static_cast<T>(1.0 / sqrt(static_cast<double>(var[c]) + eps));
+  }
+}
+
+// Thread c: the running mean and the unbiased running variance of channel c move a fraction
+// `momentum` towards the batch's, in double. The running tensors may be strided.
+template <class T>
+__global__ void update_stats_kernel(T* running_mean, int64_t mean_stride, T* running_var, int64_t var_stride,
+                                    const T* mean, const T* invstd, int64_t C, double eps, double unbias,
+                                    double momentum) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double is = static_cast<double>(invstd[c]);
+    const double var = 1.0 / (is * is) - eps;  // the biased batch variance, back from invstd
+    T& rm = running_mean[c * mean_stride];
+    T& rv = running_var[c * var_stride];
+    rm = static_cast<T>((1.0 - momentum) * static_cast<double>(rm) + momentum * static_cast<double>(mean[c]));
+    rv = static_cast<T>((1.0 - momentum) * static_cast<double>(rv) + momentum * var * unbias);
+  }
+}
+
+// Thread c: folds mean, invstd, weight and bias into y = x * scale + shift for channel c.
+// coefficients: (2, C), rows scale and shift. A null weight means 1, a null bias 0.
+template <class T>
+__global__ void fold_affine_kernel(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t C,
+                                   T* coefficients) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double m = static_cast<double>(mean[c]), is = static_cast<double>(invstd[c]);
+    const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
+    const double b = bias != nullptr ? static_cast<double>(bias[c]) : 0.0;
+    coefficients[c] = static_cast<T>(w * is);
+    coefficients[C + c] = static_cast<T>(b - m * w * is);
+  }
+}
+
+// Thread i: out[i] = x[i] * scale[c] + shift[c] for element i of channel c.
+template <class T>
+__global__ void affine_kernel(const T* x, const T* coefficients, int64_t total, ChannelLayout l, T* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i / l.S % l.C;
+    out[i] = x[i] * coefficients[c] + coefficients[l.C + c];
+  }
+}
+
+// Block c: sum_dy[c] = sum of dy and sum_dy_xmu[c] = sum of dy * (x - mean[c]) over channel c.
+template <class T>
+__global__ void backward_reduce_kernel(const T* dy, const T* x, const T* mean, ChannelLayout l, T* sum_dy,
+                                       T* sum_dy_xmu) {
+  const int64_t c = blockIdx.x, count = l.N * l.S;
+  const double m = static_cast<double>(mean[c]);
+  double a = 0.0, b = 0.0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const int64_t o = channel_offset(j, c, l);
+    const double d = static_cast<double>(dy[o]);
+    a += d;
+    b += d * (static_cast<double>(x[o]) - m);
+  }
+  a = block_sum(a);
+  b = block_sum(b);
+  if (threadIdx.x == 0) {
+    sum_dy[c] = static_cast<T>(a);
+    sum_dy_xmu[c] = static_cast<T>(b);
+  }
+}
+
+// Thread c: the backward pass's per-channel coefficients, as in cpu::batch_norm_backward_elemt:
+// k = weight * invstd, mean_dy = sum_dy / n, proj = invstd^2 * sum_dy_xmu / n and mu = mean.
+// coefficients: (4, C), one row each. A null weight means 1.
+template <class T>
+__global__ void fold_backward_kernel(const T* mean, const T* invstd, const T* weight, const T* sum_dy,
+                                     const T* sum_dy_xmu, int64_t C, double n, T* coefficients) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double is = static_cast<double>(invstd[c]);
+    const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
+    coefficients[c] = static_cast<T>(w * is);
+    coefficients[C + c] = static_cast<T>(static_cast<double>(sum_dy[c]) / n);
+    coefficients[2 * C + c] = static_cast<T>(is * is * static_cast<double>(sum_dy_xmu[c]) / n);
+    coefficients[3 * C + c] = mean[c];
+  }
+}
+
+// Thread i: dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj) for element i of channel c.
+template <class T>
+__global__ void backward_elemt_kernel(const T* dy, const T* x, const T* coefficients, int64_t total, ChannelLayout l,
+                                      T* dx) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i / l.S % l.C;
+    const T k = coefficients[c], mean_dy = coefficients[l.C + c];
+    const T proj = coefficients[2 * l.C + c], mu = coefficients[3 * l.C + c];
+    dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj);
+  }
+}
+
+// The typed address of an optional tensor's data: null for an undefined tensor.
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// A contiguous version of an optional per-channel tensor (undefined stays undefined).
+Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+
+}  // namespace
+
+std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& input, double eps) {
+  const Tensor x = input.contiguous();  // x: (N, C, S)
+  const ChannelLayout l = channel_layout(x);
+  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  Tensor mean = empty({l.C}, options), invstd = empty({l.C}, options);
+  if (l.C == 0) return {mean, invstd};
+  DeviceGuard guard(x.device());
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    stats_kernel<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+        x.data_ptr<T>(), l, eps, mean.data_ptr<T>(), invstd.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+  return {mean, invstd};
+}
+
+Tensor batch_norm_invstd(const Tensor& var, double eps) {
+  const Tensor v = var.contiguous();  // v: (C)
+  Tensor invstd = empty(v.shape(), TensorOptions().dtype(v.dtype()).device(v.device()));
+  const int64_t C = v.numel();
+  if (C == 0) return invstd;
+  DeviceGuard guard(v.device());
+  dispatch_floating(v.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    invstd_kernel<T><<<grid_size(C), kBlockSize, 0, stream_for(v.device())>>>(v.data_ptr<T>(), C, eps,
+                                                                               invstd.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+  return invstd;
+}
+
+void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                             const Tensor& invstd, double eps, int64_t count, double momentum) {
+  const Tensor m = mean.contiguous(), is = invstd.contiguous();  // (C)
+  const int64_t C = m.numel();
+  if (C == 0) return;
+  // Normalisation divides by n, but the running variance estimates the population's, so it
+  // uses the unbiased n - 1, as PyTorch does.
+  const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+  DeviceGuard guard(running_mean.device());
+  dispatch_floating(running_mean.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    update_stats_kernel<T><<<grid_size(C), kBlockSize, 0, stream_for(running_mean.device())>>>(
+        running_mean.data_ptr<T>(), running_mean.stride(0), running_var.data_ptr<T>(), running_var.stride(0),
+        m.data_ptr<T>(), is.data_ptr<T>(), C, eps, unbias, momentum);
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                      const Tensor& bias, const Tensor& out) {
+  const Tensor x = input.contiguous();  // x, out: (N, C, S)
+  const ChannelLayout l = channel_layout(x);
+  const int64_t total = x.numel();
+  if (total == 0) return;
+  const Tensor m = mean.contiguous(), is = invstd.contiguous();
+  const Tensor w = contiguous_or_undefined(weight), b = contiguous_or_undefined(bias);
+  Tensor coefficients = empty({2, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
+  DeviceGuard guard(x.device());
+  const cudaStream_t stream = stream_for(x.device());
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // First fold the per-channel numbers into (scale, shift), then one multiply-add per element.
+    fold_affine_kernel<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+        m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), data_or_null<T>(b), l.C, coefficients.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+    affine_kernel<T><<<grid_size(total), kBlockSize, 0, stream>>>(x.data_ptr<T>(), coefficients.data_ptr<T>(), total,
+                                                                  l, out.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+}
+
+std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, const Tensor& input,
+                                                     const Tensor& mean) {
+  const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
+  const Tensor m = mean.contiguous();
+  const ChannelLayout l = channel_layout(x);
+  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  Tensor sum_dy = empty({l.C}, options), sum_dy_xmu = empty({l.C}, options);
+  if (l.C == 0) return {sum_dy, sum_dy_xmu};
+  DeviceGuard guard(x.device());
+  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    backward_reduce_kernel<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+        g.data_ptr<T>(), x.data_ptr<T>(), m.data_ptr<T>(), l, sum_dy.data_ptr<T>(), sum_dy_xmu.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+  return {sum_dy, sum_dy_xmu};
+}
+
+void batch_norm_backward_elemt(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+                               const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                               const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
+  const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)
+  const ChannelLayout l = channel_layout(x);
+  const int64_t total = x.numel();
+  if (total == 0) return;
+  const Tensor m = mean.contiguous(), is = invstd.contiguous(), w = contiguous_or_undefined(weight);
+  const Tensor sdy = sum_dy.contiguous(), sdx = sum_dy_xmu.contiguous();
+  Tensor coefficients = empty({4, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
+  DeviceGuard guard(x.device());
+  const cudaStream_t stream = stream_for(x.device());
+  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // First the per-channel coefficients, then two multiply-adds and a multiply per element.
+    fold_backward_kernel<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+        m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), sdy.data_ptr<T>(), sdx.data_ptr<T>(), l.C,
+        static_cast<double>(count), coefficients.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+    backward_elemt_kernel<T><<<grid_size(total), kBlockSize, 0, stream>>>(
+        g.data_ptr<T>(), x.data_ptr<T>(), coefficients.data_ptr<T>(), total, l, grad_input.data_ptr<T>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,21 @@
+/// \file
+/// CUDA kernels for elementwise ops: the same functions, parameters and results as the CPU
+/// kernels in tensor/ops/cpu/elementwise_kernels.h (which also declares BinaryOp and UnaryOp); every
+/// tensor lives on one CUDA device. The per-element formulas are shared with the CPU through
+/// tensor/ops/elementwise_math.h.
+#pragma once
+
+#include "core/cuda/api.h"
+#include "tensor/tensor.h"
+#include "tensor/ops/cpu/elementwise_kernels.h"
+
+namespace lockstep::cuda {
+
+/// out = op(a, b) with broadcasting; a and b share a dtype (floating for arithmetic, any
+/// numeric dtype for comparisons, whose out is bool); `name` is the op's name for errors.
+LOCKSTEP_CUDA_FN(void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
+                                    const Tensor& out))
+/// out = op(a); a floating (any layout), out with a's shape and dtype; `name` as above.
+LOCKSTEP_CUDA_FN(void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out))
+
+}  // namespace lockstep::cuda

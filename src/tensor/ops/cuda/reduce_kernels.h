@@ -1,0 +1,18 @@
+/// \file
+/// CUDA kernel behind sum() and mean(): the same function, parameters and results as
+/// cpu::sum_kernel (declared in tensor/ops/reduce.h); every tensor lives on one CUDA device.
+#pragma once
+
+#include <vector>
+
+#include "core/cuda/api.h"
+#include "tensor/tensor.h"
+
+namespace lockstep::cuda {
+
+/// out[kept index] = sum of `a` over the dimensions with reduce[d] true; `a` may have any
+/// layout, `out` is contiguous with the kept dimensions. Floats accumulate in double (as on
+/// the CPU) and the sum has a's dtype; integers and bools sum exactly into an i64 `out`.
+LOCKSTEP_CUDA_FN(void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out))
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,19 @@
+/// \file
+/// Dropout (torch.nn.functional.dropout): during training, zero each element with
+/// probability p, so that no unit can rely on any other being present.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+/// Inverted dropout, as in PyTorch: in training each element of `input` is zeroed with
+/// probability `p` and the survivors are scaled by 1 / (1 - p), so the expected value of every
+/// element is unchanged and evaluation needs no rescaling. The keep/drop mask is drawn from
+/// `generator` (the default generator if null), one uniform number per element in row-major
+/// order, so a seed fixes the mask. When `p` is 0 or `training` is false the input itself is
+/// returned; p = 1 gives zeros. The gradient is the output gradient times the same scaled mask.
+/// `p` must lie in [0, 1].
+Tensor dropout(const Tensor& input, double p, bool training, Generator* generator = nullptr);
+
+}  // namespace lockstep

@@ -1,0 +1,141 @@
+#include "tensor/ops/elementwise.h"
+
+#include "tensor/autograd/node.h"
+#include "tensor/autograd/saved_tensor.h"
+#include "core/error.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/cpu/elementwise_kernels.h"
+#include "tensor/ops/cuda/elementwise_kernels.h"
+#include "tensor/ops/reduce.h"
+
+namespace lockstep {
+
+Tensor scalar_like(double value, const Tensor& like) {
+  return full({}, value, TensorOptions().dtype(like.dtype()).device(like.device()));
+}
+
+namespace {
+
+// Checks, allocates the broadcast output and runs the kernel; no autograd.
+Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype) {
+  check_same_device(name, {&a, &b});
+  check_same_dtype(name, {&a, &b});
+  Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), TensorOptions().dtype(out_dtype).device(a.device()));
+  if (out.device().is_cuda()) {
+    cuda::binary_kernel(name, op, a, b, out);
+  } else {
+    cpu::binary_kernel(name, op, a, b, out);
+  }
+  return out;
+}
+
+Tensor arithmetic(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_forward(name, op, a, b, a.dtype());
+}
+
+Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_forward(name, op, a, b, DType::boolean);
+}
+
+Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
+  check_defined(name, {&a});
+  Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
+  if (out.device().is_cuda()) {
+    cuda::unary_kernel(name, op, a, out);
+  } else {
+    cpu::unary_kernel(name, op, a, out);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Broadcasting in the forward pass means summing in the backward pass: each input's gradient
+// is the output gradient reduced back to that input's shape (sum_to).
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("add", BinaryOp::Add, a, b);
+  return record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("sub", BinaryOp::Sub, a, b);
+  return record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+//! [mul]
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
+  // d(ab)/da = b, d(ab)/db = a. Each input is saved only when the other one's gradient is
+  // wanted; a SavedTensor notices if it is changed in place before backward reads it.
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  return record(out, "MulBackward", {a, b},
+                [a_saved = need_b ? SavedTensor(a) : SavedTensor(), b_saved = need_a ? SavedTensor(b) : SavedTensor(),
+                 shape_a = a.shape(), shape_b = b.shape(), need_a, need_b](const Tensor& g) {
+                  return std::vector<Tensor>{need_a ? sum_to(mul(g, b_saved.unpack()), shape_a) : Tensor(),
+                                             need_b ? sum_to(mul(g, a_saved.unpack()), shape_b) : Tensor()};
+                });
+}
+//! [mul]
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = arithmetic("div", BinaryOp::Div, a, b);
+  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
+  const bool need_b = b.requires_grad();
+  return record(out, "DivBackward", {a, b},
+                [b_saved = SavedTensor(b), out_saved = need_b ? SavedTensor(out) : SavedTensor(), shape_a = a.shape(),
+                 shape_b = b.shape(), need_b](const Tensor& g) {
+                  const Tensor ga = div(g, b_saved.unpack());
+                  return std::vector<Tensor>{sum_to(ga, shape_a),
+                                             need_b ? sum_to(neg(mul(ga, out_saved.unpack())), shape_b) : Tensor()};
+                });
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_forward("neg", UnaryOp::Neg, a);
+  return record(out, "NegBackward", {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_forward("exp", UnaryOp::Exp, a);
+  return record(out, "ExpBackward", {a}, [out = SavedTensor(out)](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, out.unpack())};
+  });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_forward("log", UnaryOp::Log, a);
+  return record(out, "LogBackward", {a}, [a = SavedTensor(a)](const Tensor& g) {
+    return std::vector<Tensor>{div(g, a.unpack())};
+  });
+}
+
+// The activations' derivatives are cheapest in terms of their own output, so they save it and
+// use a fused backward kernel.
+namespace {
+Tensor activation(const char* name, const char* backward_name, UnaryOp op, BinaryOp backward_op, const Tensor& a) {
+  Tensor out = unary_forward(name, op, a);
+  return record(out, backward_name, {a}, [out = SavedTensor(out), backward_op, name](const Tensor& g) {
+    return std::vector<Tensor>{binary_forward(name, backward_op, g, out.unpack(), g.dtype())};
+  });
+}
+}  // namespace
+
+Tensor relu(const Tensor& a) { return activation("relu", "ReluBackward", UnaryOp::Relu, BinaryOp::ReluBackward, a); }
+Tensor sigmoid(const Tensor& a) {
+  return activation("sigmoid", "SigmoidBackward", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a);
+}
+Tensor tanh(const Tensor& a) { return activation("tanh", "TanhBackward", UnaryOp::Tanh, BinaryOp::TanhBackward, a); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return comparison("eq", BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return comparison("ne", BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return comparison("lt", BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return comparison("le", BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return comparison("gt", BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return comparison("ge", BinaryOp::Ge, a, b); }
+
+}  // namespace lockstep

@@ -1,0 +1,86 @@
+#include "tensor/ops/loss.h"
+
+#include "tensor/autograd/node.h"
+#include "tensor/autograd/saved_tensor.h"
+#include "core/error.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/cpu/softmax_kernels.h"
+#include "tensor/ops/cuda/softmax_kernels.h"
+
+namespace lockstep {
+
+namespace {
+
+// What both losses need: `input` (N, C) and `target` (N) of i64 class indices in [0, C).
+// `what` names the input in messages ("logits", "log_probs").
+void check_classification(const char* op, const char* what, const Tensor& input, const Tensor& target) {
+  check_same_device(op, {&input, &target});
+  LOCKSTEP_CHECK(input.dim() == 2, op, ": expected ", what, " to be 2-D (N, C), got shape ", shape_str(input.shape()));
+  LOCKSTEP_CHECK(target.dtype() == DType::i64, op, ": expected target to hold class indices as i64, got ",
+                 dtype_name(target.dtype()), " (convert with .to(DType::i64))");
+  const int64_t rows = input.size(0), classes = input.size(1);
+  LOCKSTEP_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows,
+                 "], one class index per row of ", what, " ", shape_str(input.shape()), ", got shape ",
+                 shape_str(target.shape()));
+  // A class index outside [0, C) would read outside the row: refuse it, naming the row. On a
+  // GPU, looking at the targets here would stall until they were copied back; the CUDA
+  // kernels check them on the device instead and make the loss NaN (see
+  // tensor/ops/cuda/softmax_kernels.h).
+  if (target.device().is_cuda()) return;
+  const Tensor t = target.contiguous();
+  const int64_t* classes_of = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows; ++i) {
+    LOCKSTEP_CHECK(classes_of[i] >= 0 && classes_of[i] < classes, op, ": target ", classes_of[i],
+                   " is out of range for ", classes, " classes (row ", i, ")");
+  }
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  check_classification("cross_entropy", "logits", logits, target);
+  const TensorOptions options = TensorOptions().dtype(logits.dtype()).device(logits.device());
+  Tensor log_probs = empty(logits.shape(), options);
+  Tensor loss = empty({}, options);
+  if (loss.device().is_cuda()) {
+    cuda::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
+  } else {
+    cpu::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
+  }
+  // The gradient (softmax - onehot(target)) / N needs the softmax: keep its logarithm, which
+  // the forward pass computed anyway.
+  // (log_probs is the op's own; the target is the caller's, who might refill it in place.)
+  return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target_saved = SavedTensor(target)](const Tensor& g) {
+    const Tensor target = target_saved.unpack();
+    Tensor grad = empty(log_probs.shape(), TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
+    if (grad.device().is_cuda()) {
+      cuda::cross_entropy_backward_kernel(g, log_probs, target, grad);
+    } else {
+      cpu::cross_entropy_backward_kernel(g, log_probs, target, grad);
+    }
+    return std::vector<Tensor>{grad};
+  });
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
+  check_classification("nll_loss", "log_probs", log_probs, target);
+  Tensor loss = empty({}, TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
+  if (loss.device().is_cuda()) {
+    cuda::nll_loss_kernel(log_probs.detach(), target, loss);
+  } else {
+    cpu::nll_loss_kernel(log_probs.detach(), target, loss);
+  }
+  // Each row's picked entry enters the mean with weight -1/N; nothing else matters.
+  return record(loss, "NllLossBackward", {log_probs},
+                [shape = log_probs.shape(), target = SavedTensor(target)](const Tensor& g) {
+                  Tensor grad = empty(shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+                  if (grad.device().is_cuda()) {
+                    cuda::nll_loss_backward_kernel(g, target.unpack(), grad);
+                  } else {
+                    cpu::nll_loss_backward_kernel(g, target.unpack(), grad);
+                  }
+                  return std::vector<Tensor>{grad};
+                });
+}
+
+}  // namespace lockstep

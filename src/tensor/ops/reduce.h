@@ -1,0 +1,29 @@
+/// \file
+/// Sums and means over all or some dimensions (torch.sum / torch.mean), and sum_to, the
+/// reduction that undoes broadcasting in backward passes.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+/// Sum of all elements, as a 0-d tensor (i64 for integer and bool tensors, as in PyTorch).
+Tensor sum(const Tensor& a);
+/// Sum over `dims` (negative dims count from the end); `keepdim` keeps them with size 1.
+Tensor sum(const Tensor& a, const Shape& dims, bool keepdim = false);
+/// Mean of all elements, as a 0-d tensor.
+Tensor mean(const Tensor& a);
+/// Mean over `dims`; `keepdim` keeps them with size 1.
+Tensor mean(const Tensor& a, const Shape& dims, bool keepdim = false);
+/// Sums `a` down to `shape`, which `a`'s shape must broadcast from: the gradient of an input
+/// that was broadcast to `a`'s shape. Returns `a` itself when the shapes already match.
+Tensor sum_to(const Tensor& a, const Shape& shape);
+
+namespace cpu {
+/// out[kept index] = sum of `a` over the dimensions with reduce[d] true; out is contiguous with
+/// the kept dimensions (keepdim or not, its layout is the same). Floats accumulate in double;
+/// integers and bools in int64, into an i64 `out`.
+void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out);
+}  // namespace cpu
+
+}  // namespace lockstep

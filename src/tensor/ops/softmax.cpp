@@ -1,0 +1,44 @@
+#include "tensor/ops/softmax.h"
+
+#include "tensor/autograd/node.h"
+#include "tensor/autograd/saved_tensor.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/cpu/softmax_kernels.h"
+#include "tensor/ops/cuda/softmax_kernels.h"
+
+namespace lockstep {
+
+namespace {
+
+// softmax (log = false) or log_softmax (log = true): one kernel forward, one kernel backward.
+Tensor softmax_op(const char* name, const char* backward_name, bool log, const Tensor& a, int64_t dim) {
+  check_defined(name, {&a});
+  const int64_t d = normalize_dim(name, dim, a.dim());
+  Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
+  if (out.device().is_cuda()) {
+    cuda::softmax_kernel(a.detach(), d, log, out);
+  } else {
+    cpu::softmax_kernel(a.detach(), d, log, out);
+  }
+  // Both backward formulas need only the output, not the input: save that.
+  return record(out, backward_name, {a}, [out = SavedTensor(out), d, log](const Tensor& g) {
+    const Tensor y = out.unpack();
+    Tensor grad = empty(y.shape(), TensorOptions().dtype(y.dtype()).device(y.device()));
+    if (grad.device().is_cuda()) {
+      cuda::softmax_backward_kernel(g, y, d, log, grad);
+    } else {
+      cpu::softmax_backward_kernel(g, y, d, log, grad);
+    }
+    return std::vector<Tensor>{grad};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t dim) { return softmax_op("softmax", "SoftmaxBackward", false, a, dim); }
+
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  return softmax_op("log_softmax", "LogSoftmaxBackward", true, a, dim);
+}
+
+}  // namespace lockstep
