@@ -4,15 +4,6 @@
 
 namespace lockstep {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-  }
-  return "?";
-}
-
 namespace {
 // The backends read and write a tensor as one block of memory.
 void check_contiguous(const char* collective, const char* role, const Tensor& t) {

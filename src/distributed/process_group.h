@@ -25,9 +25,6 @@ enum class ReduceOp {
   Max,  ///< the largest value
 };
 
-/// "sum", "avg" or "max".
-const char* reduce_op_name(ReduceOp op);
-
 /// The handle of a collective that was started and may not have finished (torch's Work).
 /// Every started collective must be waited for: until then the tensors it was given may still be
 /// read or written by the backend, and must stay alive and untouched. (A Work dropped unwaited

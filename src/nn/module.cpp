@@ -25,10 +25,10 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Keeps the first entry of every tensor: a tensor shared by two modules is one parameter.
 NamedTensors without_repeats(const NamedTensors& named) {
-  std::set<const TensorImpl*> seen;
   NamedTensors unique;
   for (const auto& entry : named) {
-    if (seen.insert(entry.second.impl()).second) unique.push_back(entry);
+    const auto same = [&](const auto& kept) { return kept.second.is_same(entry.second); };
+    if (std::none_of(unique.begin(), unique.end(), same)) unique.push_back(entry);
   }
   return unique;
 }

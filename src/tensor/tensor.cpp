@@ -1,4 +1,5 @@
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +8,6 @@
 #include <type_traits>
 
 #include "tensor/autograd/grad_mode.h"
-#include "tensor/autograd/node.h"
 #include "tensor/copy.h"
 #include "core/cuda/memory.h"
 #include "core/dispatch.h"
@@ -118,7 +118,7 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype();
-  Tensor result(std::move(impl));
+  Tensor result = detail::TensorInternals::wrap(std::move(impl));
   if (options.requires_grad()) result.requires_grad_(true);
   return result;
 }
@@ -312,7 +312,7 @@ Tensor Tensor::detach() const {
   impl->strides = strides();
   impl->offset = offset();
   impl->dtype = dtype();
-  return Tensor(std::move(impl));
+  return detail::TensorInternals::wrap(std::move(impl));
 }
 
 int64_t Tensor::version() const { return storage()->version(); }

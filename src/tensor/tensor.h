@@ -26,6 +26,9 @@ namespace lockstep {
 class Node;
 class Generator;
 struct TensorImpl;
+namespace detail {
+struct TensorInternals;
+}  // namespace detail
 
 /// A list of sizes (a shape) or of strides, outermost dimension first.
 using Shape = std::vector<int64_t>;
@@ -83,8 +86,6 @@ class Tensor {
  public:
   /// An undefined tensor.
   Tensor() = default;
-  /// Wraps an existing implementation (used by factories and views).
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // Metadata
   /// Whether this handle holds a tensor.
@@ -119,11 +120,6 @@ class Tensor {
   template <class T> T* data_ptr() const;
   /// Whether both handles refer to the same tensor object.
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
-  /// How many handles refer to this tensor object (autograd reuses a gradient buffer only
-  /// when nothing else can see it).
-  long use_count() const { return impl_.use_count(); }
-  /// The implementation (for library internals).
-  TensorImpl* impl() const { return impl_.get(); }
 
   // Views (share storage; differentiable; defined in tensor/ops/views.cpp)
   /// Same data, new shape; needs compatible strides (use reshape otherwise). One size may be -1.
@@ -230,26 +226,12 @@ class Tensor {
   std::string str() const;
 
  private:
+  // The tensor unit's own files reach the implementation through TensorInternals
+  // (tensor/tensor_impl.h); code above the unit sees only the methods.
+  friend struct detail::TensorInternals;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
   std::shared_ptr<TensorImpl> impl_;
-};
-
-/// Autograd state of one tensor.
-struct AutogradMeta {
-  bool requires_grad = false;     ///< Whether gradients are wanted for (or through) it.
-  Tensor grad;                    ///< Accumulated gradient (leaves only).
-  std::shared_ptr<Node> grad_fn;  ///< Producing node (non-leaves only).
-  std::weak_ptr<Node> grad_accumulator;  ///< The leaf's AccumulateGrad node, while a graph holds it.
-  std::vector<std::pair<HookHandle, PostAccumulateGradHook>> post_accumulate_grad_hooks;  ///< Hooks on a leaf.
-};
-
-/// The shared state behind Tensor handles.
-struct TensorImpl {
-  std::shared_ptr<Storage> storage;  ///< The memory (shared with views).
-  Shape shape;                       ///< Sizes.
-  Shape strides;                     ///< Strides, in elements.
-  int64_t offset = 0;                ///< First element, in elements from the storage start.
-  DType dtype = DType::f32;          ///< Element type.
-  AutogradMeta autograd;             ///< Gradient bookkeeping.
 };
 
 /// Prints Tensor::str().

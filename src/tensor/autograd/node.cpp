@@ -4,6 +4,7 @@
 
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/saved_tensor.h"
+#include "tensor/tensor_impl.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -19,7 +20,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     // First gradient: keep it if nobody else holds it, otherwise take a private copy, so a
     // later in-place accumulation cannot change someone else's tensor.
     // (Two handles to one tensor share one Storage reference, so both counts are needed.)
-    const bool exclusive = grad_output.use_count() == 1 && grad_output.storage().use_count() == 1 &&
+    const bool exclusive = detail::TensorInternals::handle_count(grad_output) == 1 && grad_output.storage().use_count() == 1 &&
                            grad_output.is_contiguous() && grad_output.numel() == leaf_.numel();
     leaf_.set_grad(exclusive ? grad_output.detach() : grad_output.detach().clone());
   } else {
@@ -27,7 +28,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   }
   // The gradient of this leaf is now complete for this backward pass.
   // Iterate over a copy: a hook may register or remove hooks.
-  const auto hooks = leaf_.impl()->autograd.post_accumulate_grad_hooks;
+  const auto hooks = detail::TensorInternals::impl(leaf_).autograd.post_accumulate_grad_hooks;
   for (const auto& [handle, hook] : hooks) hook(leaf_);
   return {};
 }
@@ -49,7 +50,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& input) {
   if (input.grad_fn()) return input.grad_fn();
   if (!input.requires_grad()) return nullptr;
   // One AccumulateGrad per leaf, shared by every graph that uses the leaf at the same time.
-  auto& meta = input.impl()->autograd;
+  auto& meta = detail::TensorInternals::impl(input).autograd;
   std::shared_ptr<Node> accumulator = meta.grad_accumulator.lock();
   if (!accumulator) {
     accumulator = std::make_shared<AccumulateGrad>(input);

@@ -8,6 +8,7 @@
 #include "tensor/cuda/copy_kernels.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
+#include "tensor/tensor_impl.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -22,7 +23,7 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
+  return detail::TensorInternals::wrap(std::move(impl));
 }
 
 // Replaces one -1 in `shape` by whatever makes the element count equal `numel`.
