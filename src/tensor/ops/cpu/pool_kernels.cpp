@@ -42,7 +42,7 @@ void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* ou
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
+void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
                         const Tensor& indices) {
   const Tensor x = input.contiguous();  // x: (N, C, H, W)
   const int64_t planes = x.size(0) * x.size(1);
@@ -92,7 +92,7 @@ void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride
   });
 }
 
-void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
+void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous();  // g: (N, C, OH, OW)
   const int64_t planes = g.size(0) * g.size(1);
   const int64_t out_plane = g.size(2) * g.size(3);
