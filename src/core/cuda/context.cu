@@ -57,23 +57,6 @@ thread_local std::array<cudaStream_t, kMaxDevices> current_override{};
 
 }  // namespace
 
-namespace detail {
-
-int switch_device(int index) {
-  int previous = 0;
-  LOCKSTEP_CUDA_CHECK(cudaGetDevice(&previous));
-  if (previous == index) return -1;
-  LOCKSTEP_CUDA_CHECK(cudaSetDevice(index));
-  return previous;
-}
-
-// A failure is cleared rather than left for the next launch check to report.
-void restore_device(int index) noexcept {
-  if (cudaSetDevice(index) != cudaSuccess) cudaGetLastError();
-}
-
-}  // namespace detail
-
 void set_device(Device device) {
   check_device(device, "set_device");
   LOCKSTEP_CUDA_CHECK(cudaSetDevice(device.index()));
