@@ -1,5 +1,6 @@
-// One line's softmax on the CPU, shared by the softmax kernels and cross entropy, which runs it on
-// each row of the logits (tensor/ops/cpu/softmax_kernels.cpp, tensor/ops/cpu/loss_kernels.cpp).
+/// \file
+/// One line's softmax on the CPU, shared by the softmax kernels and cross entropy, which runs it
+/// on each row of the logits (tensor/ops/cpu/softmax_kernels.cpp, tensor/ops/cpu/loss_kernels.cpp).
 #pragma once
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 
 namespace lockstep::cpu {
 
-// y = softmax(x), or log_softmax(x) if `log`, for one line of n elements `stride` apart.
+/// y = softmax(x), or log_softmax(x) if `log`, for one line of n elements `stride` apart.
 template <class T>
 inline void softmax_line(const T* x, T* y, int64_t n, int64_t stride, bool log) {
   // The max. NaNs need no special care: one NaN makes the sum s NaN, and so the whole line,
