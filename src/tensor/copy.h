@@ -1,7 +1,8 @@
 /// \file
 /// The elementwise building blocks that Tensor itself needs (contiguous(), to(dtype), fill_,
-/// copy_, add_, mul_): strided loops over one or two tensors on the same device, on the CPU here and
-/// in cuda_copy.h on a GPU.
+/// copy_, add_, mul_): strided loops over one or two tensors on the same device. Each checks its
+/// arguments and runs the kernel of their device, tensor/cpu/copy_kernels.h or
+/// tensor/cuda/copy_kernels.h (through tensor/ops/kernels/tables.h).
 #pragma once
 
 #include "tensor/tensor.h"

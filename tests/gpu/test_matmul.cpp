@@ -14,7 +14,9 @@
 #include "gemm_test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
+#include "core/cuda/device_guard.h"
 #include "tensor/ops/cuda/gemm.h"
+#include "tensor/ops/kernels/tables.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -150,7 +152,7 @@ TEST(GpuMatmul, LinearWithAndWithoutBias) {
 }
 
 TEST(GpuMatmul, GemmScalesAndNeverReadsCWhenBetaIsZero) {
-  // cuda::gemm directly: C = alpha A B + beta C for alpha and beta other than 1 and 0, and
+  // The GEMM kernel directly: C = alpha A B + beta C for alpha and beta other than 1 and 0, and
   // beta = 0 over a C full of NaN (which must not leak into the result).
   for_each_setting([](DType dtype, const std::string& setting) {
     const int64_t M = 37, K = 29, N = 41;
@@ -160,14 +162,14 @@ TEST(GpuMatmul, GemmScalesAndNeverReadsCWhenBetaIsZero) {
     const TensorOptions on_gpu = TensorOptions().dtype(dtype).device(gpu());
     const Tensor nan = full({M, N}, std::numeric_limits<double>::quiet_NaN(), on_gpu);
     if (dtype == DType::f32) {
-      cuda::gemm(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, -2.0f,
+      kernels::gemm<float>.call(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, -2.0f,
                  gc.data_ptr<float>(), N);
-      cuda::gemm(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, 0.0f,
+      kernels::gemm<float>.call(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, 0.0f,
                  nan.data_ptr<float>(), N);
     } else {
-      cuda::gemm(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, -2.0,
+      kernels::gemm<double>.call(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, -2.0,
                  gc.data_ptr<double>(), N);
-      cuda::gemm(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, 0.0,
+      kernels::gemm<double>.call(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, 0.0,
                  nan.data_ptr<double>(), N);
     }
     const Tensor product = matmul(a, b) * 0.5;
@@ -183,11 +185,13 @@ TEST(GpuMatmul, BatchedGemmSharesAMatrixWithBatchStrideZero) {
     const Tensor w = random_cpu({M, K}, 91, dtype), b = random_cpu({batch, K, N}, 92, dtype);
     const Tensor gw = w.to(gpu()), gb = b.to(gpu());
     const Tensor gc = empty({batch, M, N}, TensorOptions().dtype(dtype).device(gpu()));
+    // gemm_batched runs on the current device, which the guard makes gpu().
+    const cuda::DeviceGuard guard(gpu());
     if (dtype == DType::f32) {
-      cuda::gemm_batched(gpu(), batch, M, N, K, 1.0f, gw.data_ptr<float>(), 0, K, 1, gb.data_ptr<float>(), K * N, N, 1,
+      cuda::gemm_batched(batch, M, N, K, 1.0f, gw.data_ptr<float>(), 0, K, 1, gb.data_ptr<float>(), K * N, N, 1,
                          0.0f, gc.data_ptr<float>(), M * N, N);
     } else {
-      cuda::gemm_batched(gpu(), batch, M, N, K, 1.0, gw.data_ptr<double>(), 0, K, 1, gb.data_ptr<double>(), K * N, N,
+      cuda::gemm_batched(batch, M, N, K, 1.0, gw.data_ptr<double>(), 0, K, 1, gb.data_ptr<double>(), K * N, N,
                          1, 0.0, gc.data_ptr<double>(), M * N, N);
     }
     expect_close(matmul(w, b), gc, rtol(dtype, K), atol(dtype, K), setting + " shared A");

@@ -77,7 +77,7 @@ TEST(Conv2d, Im2colLaysOutPatchesAsColumns) {
   //   4 5 6     patch at (0,0) = 1 2 / 4 5, at (0,1) = 2 3 / 5 6, ...
   //   7 8 9
   const std::vector<float> image{1, 2, 3, 4, 5, 6, 7, 8, 9};
-  cpu::Conv2dGeometry g;
+  Conv2dGeometry g;
   g.channels = 1;
   g.height = g.width = 3;
   g.kernel_h = g.kernel_w = 2;
@@ -99,7 +99,7 @@ TEST(Conv2d, Im2colReadsPaddingAsZero) {
   // A 2x2 image with padding 1 and a 3x3 filter, stride 2: output 1x1, the patch is the
   // padded image's top-left 3x3 corner.
   const std::vector<double> image{1, 2, 3, 4};
-  cpu::Conv2dGeometry g;
+  Conv2dGeometry g;
   g.channels = 1;
   g.height = g.width = 2;
   g.kernel_h = g.kernel_w = 3;

@@ -17,7 +17,7 @@ namespace {
 
 // Thread i: sgd_rule for element i. `c` travels by value in the kernel's parameters.
 template <class T>
-__global__ void sgd_kernel(int64_t n, T* param, const T* grad, T* buf, SGDConstants<T> c) {
+__global__ void sgd_elements(int64_t n, T* param, const T* grad, T* buf, SGDConstants<T> c) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     sgd_rule(i, param, grad, buf, c);
@@ -26,7 +26,7 @@ __global__ void sgd_kernel(int64_t n, T* param, const T* grad, T* buf, SGDConsta
 
 // Thread i: adam_rule for element i.
 template <class T>
-__global__ void adam_kernel(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, AdamConstants<T> c) {
+__global__ void adam_elements(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, AdamConstants<T> c) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     adam_rule(i, param, grad, exp_avg, exp_avg_sq, c);
@@ -37,7 +37,7 @@ template <class T>
 void launch_sgd(Device device, int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& c) {
   if (n == 0) return;
   DeviceGuard guard(device);
-  sgd_kernel<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, buf, c);
+  sgd_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, buf, c);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
 }
 
@@ -46,7 +46,7 @@ void launch_adam(Device device, int64_t n, T* param, const T* grad, T* exp_avg, 
                  const AdamConstants<T>& c) {
   if (n == 0) return;
   DeviceGuard guard(device);
-  adam_kernel<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, exp_avg, exp_avg_sq, c);
+  adam_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, exp_avg, exp_avg_sq, c);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
 }
 

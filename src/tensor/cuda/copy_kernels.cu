@@ -59,7 +59,6 @@ using device_of = device_type_t<typename Tag::type>;
 void copy_kernel(const Tensor& src, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;
-  DeviceGuard guard(dst.device());
   const auto walk = make_strided_offsets<2>("copy_", dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape(), "copy_")},
                                             {dst.offset(), src.offset()});
   dispatch_all(dst.dtype(), [&](auto out_tag) {
@@ -76,7 +75,6 @@ void copy_kernel(const Tensor& src, const Tensor& dst) {
 void fill_kernel(const Tensor& dst, double value) {
   const int64_t n = dst.numel();
   if (n == 0) return;
-  DeviceGuard guard(dst.device());
   const auto walk = make_strided_offsets<1>("fill_", dst.shape(), {dst.strides()}, {dst.offset()});
   dispatch_all(dst.dtype(), [&](auto tag) {
     using Host = typename decltype(tag)::type;
@@ -91,7 +89,6 @@ void fill_kernel(const Tensor& dst, double value) {
 void axpy_kernel(double alpha, const Tensor& src, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;
-  DeviceGuard guard(dst.device());
   const auto walk = make_strided_offsets<2>("add_", dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape(), "add_")},
                                             {dst.offset(), src.offset()});
   dispatch_floating(dst.dtype(), "add_", [&](auto tag) {
@@ -105,7 +102,6 @@ void axpy_kernel(double alpha, const Tensor& src, const Tensor& dst) {
 void scale_kernel(double value, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;
-  DeviceGuard guard(dst.device());
   const auto walk = make_strided_offsets<1>("mul_", dst.shape(), {dst.strides()}, {dst.offset()});
   dispatch_floating(dst.dtype(), "mul_", [&](auto tag) {
     using T = typename decltype(tag)::type;

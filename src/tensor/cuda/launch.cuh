@@ -1,5 +1,5 @@
-// What every CUDA kernel launcher in Lockstep needs beside the device guard: a grid size,
-// device-side 16-bit float types, and strided indexing for any layout.
+// What every CUDA kernel launcher in Lockstep needs (the dispatch has made its device current):
+// a grid size, device-side 16-bit float types, and strided indexing for any layout.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -6,9 +6,8 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/batch_norm_kernels.h"
-#include "tensor/ops/cuda/batch_norm_kernels.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -45,21 +44,17 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                  shape_str(input.shape()));
 
   // The kernels run where the tensors live: tensor/ops/cuda/ on a GPU, tensor/ops/cpu/ on the CPU.
-  const bool on_gpu = input.device().is_cuda();
+  const Device device = input.device();
   // Without running statistics there is nothing but the batch to normalise with.
   const bool use_batch_stats = training || !running_mean.defined();
   Tensor mean, invstd;  // (C)
   if (use_batch_stats) {
     // SyncBatchNorm replaces exactly this step: it all-gathers every rank's (mean, invstd,
     // count) and merges them into global statistics before normalising.
-    std::tie(mean, invstd) = on_gpu ? cuda::batch_norm_stats(input, eps) : cpu::batch_norm_stats(input, eps);
+    std::tie(mean, invstd) = kernels::batch_norm_stats.call(device, input, eps);
     // Running statistics are buffers, not parameters: updated in place, never recorded.
     if (running_mean.defined() && count > 0) {
-      if (on_gpu) {
-        cuda::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
-      } else {
-        cpu::batch_norm_update_stats(running_mean, running_var, mean, invstd, eps, count, momentum);
-      }
+      kernels::batch_norm_update_stats.call(device, running_mean, running_var, mean, invstd, eps, count, momentum);
       increment_version(running_mean);
       increment_version(running_var);
     }
@@ -67,19 +62,15 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     // A copy, so that a later training step updating running_mean in place cannot change
     // what this step's backward uses.
     mean = running_mean.detach().clone();
-    invstd = on_gpu ? cuda::batch_norm_invstd(running_var, eps) : cpu::batch_norm_invstd(running_var, eps);
+    invstd = kernels::batch_norm_invstd.call(device, running_var, eps);
   }
   Tensor out = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
-  if (on_gpu) {
-    cuda::batch_norm_elemt(input, mean, invstd, weight, bias, out);
-  } else {
-    cpu::batch_norm_elemt(input, mean, invstd, weight, bias, out);
-  }
+  kernels::batch_norm_elemt.call(device, input, mean, invstd, weight, bias, out);
 
   const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
   return record(
       out, "NativeBatchNormBackward", {input, weight, bias},
-      [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, use_batch_stats, on_gpu,
+      [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, use_batch_stats, device,
        channel_shape, need_input = needs_grad(input), need_weight = needs_grad(weight),
        need_bias = needs_grad(bias)](const Tensor& g) {
         const Tensor x = x_saved.unpack(), weight = weight_saved.unpack();
@@ -88,18 +79,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         // enter the input gradient (SyncBatchNorm all-reduces them across ranks first).
         if (need_weight || need_bias || (need_input && use_batch_stats)) {
           Tensor sum_dy, sum_dy_xmu;
-          std::tie(sum_dy, sum_dy_xmu) =
-              on_gpu ? cuda::batch_norm_backward_reduce(g, x, mean) : cpu::batch_norm_backward_reduce(g, x, mean);
+          std::tie(sum_dy, sum_dy_xmu) = kernels::batch_norm_backward_reduce.call(device, g, x, mean);
           if (need_weight) grads[1] = mul(sum_dy_xmu, invstd);  // sum(dy * xhat)
           if (need_bias) grads[2] = sum_dy;
           if (need_input && use_batch_stats) {
             // The batch mean and variance depend on every input, hence the two extra terms.
             grads[0] = empty(x.shape(), TensorOptions().dtype(x.dtype()).device(x.device()));
-            if (on_gpu) {
-              cuda::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
-            } else {
-              cpu::batch_norm_backward_elemt(g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count, grads[0]);
-            }
+            kernels::batch_norm_backward_elemt.call(device, g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count,
+                                                    grads[0]);
           }
         }
         // In eval mode mean and invstd are constants: the op is a per-channel affine map.

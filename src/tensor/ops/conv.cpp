@@ -1,13 +1,12 @@
-// conv2d: checks the shapes, runs the im2col + GEMM kernels (tensor/ops/cpu/conv_kernels.h, or
-// tensor/ops/cuda/conv_kernels.h for tensors on a GPU) and records the backward pass.
+// conv2d: checks the shapes, runs the im2col + GEMM kernels of the tensors' device
+// (tensor/ops/cpu/conv_kernels.h, tensor/ops/cuda/conv_kernels.h) and records the backward pass.
 #include "tensor/ops/conv.h"
 
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/conv_kernels.h"
-#include "tensor/ops/cuda/conv_kernels.h"
+#include "tensor/ops/kernels/tables.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -40,7 +39,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   LOCKSTEP_CHECK(stride > 0, "conv2d: stride must be positive, got ", stride);
   LOCKSTEP_CHECK(padding >= 0, "conv2d: padding must be non-negative, got ", padding);
 
-  cpu::Conv2dGeometry g;
+  Conv2dGeometry g;
   g.channels = input.size(1);
   g.height = input.size(2);
   g.width = input.size(3);
@@ -60,11 +59,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w},
                      TensorOptions().dtype(input.dtype()).device(input.device()));
-  if (out.device().is_cuda()) {
-    cuda::conv2d_forward_kernel(x, w, b, out, g);
-  } else {
-    cpu::conv2d_forward_kernel(x, w, b, out, g);
-  }
+  kernels::conv2d_forward.call(out.device(), x, w, b, out, g);
 
   return record(out, "ConvolutionBackward", {input, weight, bias},
                 [x_saved = SavedTensor(x), w_saved = SavedTensor(w), g, rx = input.requires_grad(),
@@ -73,13 +68,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                   const Tensor dy = grad.contiguous();
                   const Tensor dx = rx ? empty_like(x) : Tensor();
                   const Tensor dw = rw ? empty_like(w) : Tensor();
-                  if (rx || rw) {
-                    if (dy.device().is_cuda()) {
-                      cuda::conv2d_backward_kernel(dy, x, w, dx, dw, g);
-                    } else {
-                      cpu::conv2d_backward_kernel(dy, x, w, dx, dw, g);
-                    }
-                  }
+                  if (rx || rw) kernels::conv2d_backward.call(dy.device(), dy, x, w, dx, dw, g);
                   // Every output pixel of channel c added bias[c] once.
                   return std::vector<Tensor>{dx, dw, rb ? sum(dy, {0, 2, 3}) : Tensor()};
                 });

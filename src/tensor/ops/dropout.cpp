@@ -4,8 +4,8 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cuda/dropout_kernels.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -18,25 +18,11 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   // Survivors are scaled by 1 / (1 - p); with p = 1 nothing survives and the scale is moot
   // (0, not infinity, which would turn the zeros into NaN).
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  Tensor mask;  // input's shape and dtype, values 0 or scale
-  if (input.device().is_cuda()) {
-    // A GPU draws the mask itself with a counter-based generator (Philox): every element's
-    // bits are a function of (key, element index), so no thread waits for another. One 64-bit
-    // draw from the generator is the key, which keeps the mask fixed by the seed.
-    uint64_t key = 0;
-    {
-      const auto lock = lock_default_generator(generator);
-      key = (generator != nullptr ? *generator : default_generator()).next();
-    }
-    mask = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
-    cuda::dropout_mask(mask, p, scale, key, /*offset=*/0);
-  } else {
-    // Keep an element where its uniform draw is below 1 - p (probability 1 - p). The draws are
-    // float64, so no uniform number rounds up to 1 before the comparison.
-    const Tensor uniform = rand(input.shape(), TensorOptions().dtype(DType::f64), generator);
-    const Tensor keep = lt(uniform, scalar_like(1.0 - p, uniform));
-    mask = keep.to(input.dtype()) * scale;
-  }
+  // mask: input's shape and dtype, values 0 or scale. The CPU keeps an element where its
+  // uniform draw is below 1 - p; a GPU draws the mask itself with a counter-based generator
+  // (Philox), so that no thread waits for another. Either way the generator's seed fixes it.
+  const Tensor mask = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
+  kernels::dropout_mask.call(input.device(), mask, p, scale, generator);
 
   const Tensor out = mul(input.detach(), mask);
   return record(out, "NativeDropoutBackward", {input}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });

@@ -4,8 +4,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/elementwise_kernels.h"
-#include "tensor/ops/cuda/elementwise_kernels.h"
+#include "tensor/ops/kernels/tables.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -21,11 +20,7 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   check_same_device(name, {&a, &b});
   check_same_dtype(name, {&a, &b});
   Tensor out = empty(broadcast_shapes(name, a.shape(), b.shape()), TensorOptions().dtype(out_dtype).device(a.device()));
-  if (out.device().is_cuda()) {
-    cuda::binary_kernel(name, op, a, b, out);
-  } else {
-    cpu::binary_kernel(name, op, a, b, out);
-  }
+  kernels::binary.call(out.device(), name, op, a, b, out);
   return out;
 }
 
@@ -40,11 +35,7 @@ Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& 
 Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
   check_defined(name, {&a});
   Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
-  if (out.device().is_cuda()) {
-    cuda::unary_kernel(name, op, a, out);
-  } else {
-    cpu::unary_kernel(name, op, a, out);
-  }
+  kernels::unary.call(out.device(), name, op, a, out);
   return out;
 }
 

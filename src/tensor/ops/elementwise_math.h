@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/host_device.h"
-#include "tensor/ops/cpu/elementwise_kernels.h"
+#include "tensor/ops/kernels/elementwise_ops.h"
 
 namespace lockstep {
 

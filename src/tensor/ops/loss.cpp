@@ -4,8 +4,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/softmax_kernels.h"
-#include "tensor/ops/cuda/softmax_kernels.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -25,7 +24,7 @@ void check_classification(const char* op, const char* what, const Tensor& input,
   // A class index outside [0, C) would read outside the row: refuse it, naming the row. On a
   // GPU, looking at the targets here would stall until they were copied back; the CUDA
   // kernels check them on the device instead and make the loss NaN (see
-  // tensor/ops/cuda/softmax_kernels.h).
+  // tensor/ops/cuda/loss_kernels.h).
   if (target.device().is_cuda()) return;
   const Tensor t = target.contiguous();
   const int64_t* classes_of = t.data_ptr<int64_t>();
@@ -42,22 +41,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   const TensorOptions options = TensorOptions().dtype(logits.dtype()).device(logits.device());
   Tensor log_probs = empty(logits.shape(), options);
   Tensor loss = empty({}, options);
-  if (loss.device().is_cuda()) {
-    cuda::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
-  } else {
-    cpu::cross_entropy_kernel(logits.detach(), target, log_probs, loss);
-  }
+  kernels::cross_entropy.call(loss.device(), logits.detach(), target, log_probs, loss);
   // The gradient (softmax - onehot(target)) / N needs the softmax: keep its logarithm, which
   // the forward pass computed anyway.
   // (log_probs is the op's own; the target is the caller's, who might refill it in place.)
   return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target_saved = SavedTensor(target)](const Tensor& g) {
     const Tensor target = target_saved.unpack();
     Tensor grad = empty(log_probs.shape(), TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
-    if (grad.device().is_cuda()) {
-      cuda::cross_entropy_backward_kernel(g, log_probs, target, grad);
-    } else {
-      cpu::cross_entropy_backward_kernel(g, log_probs, target, grad);
-    }
+    kernels::cross_entropy_backward.call(grad.device(), g, log_probs, target, grad);
     return std::vector<Tensor>{grad};
   });
 }
@@ -65,20 +56,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
   check_classification("nll_loss", "log_probs", log_probs, target);
   Tensor loss = empty({}, TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
-  if (loss.device().is_cuda()) {
-    cuda::nll_loss_kernel(log_probs.detach(), target, loss);
-  } else {
-    cpu::nll_loss_kernel(log_probs.detach(), target, loss);
-  }
+  kernels::nll_loss.call(loss.device(), log_probs.detach(), target, loss);
   // Each row's picked entry enters the mean with weight -1/N; nothing else matters.
   return record(loss, "NllLossBackward", {log_probs},
                 [shape = log_probs.shape(), target = SavedTensor(target)](const Tensor& g) {
                   Tensor grad = empty(shape, TensorOptions().dtype(g.dtype()).device(g.device()));
-                  if (grad.device().is_cuda()) {
-                    cuda::nll_loss_backward_kernel(g, target.unpack(), grad);
-                  } else {
-                    cpu::nll_loss_backward_kernel(g, target.unpack(), grad);
-                  }
+                  kernels::nll_loss_backward.call(grad.device(), g, target.unpack(), grad);
                   return std::vector<Tensor>{grad};
                 });
 }

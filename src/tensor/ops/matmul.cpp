@@ -1,5 +1,5 @@
-// matmul and linear: shape checks, then one GEMM per matrix of the batch (cpu::gemm, or
-// cuda::gemm for tensors on a GPU), reading every operand through its own strides (a
+// matmul and linear: shape checks, then one GEMM per matrix of the batch (kernels::gemm: cpu::gemm
+// or cuda::gemm, by the tensors' device), reading every operand through its own strides (a
 // transposed view costs nothing).
 #include "tensor/ops/matmul.h"
 
@@ -9,8 +9,7 @@
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/gemm.h"
-#include "tensor/ops/cuda/gemm.h"
+#include "tensor/ops/kernels/tables.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -44,13 +43,8 @@ void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const
       }
       const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
       const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
-      if (out.device().is_cuda()) {
-        cuda::gemm(out.device(), M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<T>(beta),
-                   pc + i * M * N, N);
-      } else {
-        cpu::gemm<T>(M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<T>(beta), pc + i * M * N,
-                     N);
-      }
+      kernels::gemm<T>.call(out.device(), M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col,
+                            static_cast<T>(beta), pc + i * M * N, N);
     }
   });
 }

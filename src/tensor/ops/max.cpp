@@ -5,9 +5,8 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/max_kernels.h"
-#include "tensor/ops/cuda/max_kernels.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/kernels/tables.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -19,21 +18,13 @@ namespace {
 std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d, const Shape& out_shape) {
   Tensor values = empty(out_shape, TensorOptions().dtype(x.dtype()).device(x.device()));
   Tensor indices = empty(out_shape, TensorOptions().dtype(DType::i64).device(x.device()));
-  if (x.device().is_cuda()) {
-    cuda::max_kernel(x, d, values, indices);
-  } else {
-    cpu::max_kernel(x, d, values, indices);
-  }
+  kernels::max.call(x.device(), x, d, values, indices);
   // Only the selected element influenced the output: the gradient goes back to its position,
   // every other element gets zero. (The indices are returned too, so the caller could change them.)
   record(values, "MaxBackward", {a},
          [indices = SavedTensor(indices), d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
            Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
-           if (grad.device().is_cuda()) {
-             cuda::max_backward_kernel(g, indices.unpack(), d, grad);
-           } else {
-             cpu::max_backward_kernel(g, indices.unpack(), d, grad);
-           }
+           kernels::max_backward.call(grad.device(), g, indices.unpack(), d, grad);
            return std::vector<Tensor>{grad.view(shape)};
          });
   return {values, indices};

@@ -3,8 +3,7 @@
 #include "tensor/autograd/node.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/pool_kernels.h"
-#include "tensor/ops/cuda/pool_kernels.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -30,20 +29,12 @@ Tensor max_pool2d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
   Tensor out = empty({N, C, OH, OW}, options);
   // indices: (N, C, OH, OW), where in its (H, W) plane each maximum came from.
   Tensor indices = empty({N, C, OH, OW}, TensorOptions().dtype(DType::i64).device(input.device()));
-  if (out.device().is_cuda()) {
-    cuda::max_pool2d_forward(input, kernel_size, stride, padding, out, indices);
-  } else {
-    cpu::max_pool2d_forward(input, kernel_size, stride, padding, out, indices);
-  }
+  kernels::max_pool2d.call(out.device(), input, kernel_size, stride, padding, out, indices);
 
   // Only the maxima influenced the output, so only they receive gradient.
   return record(out, "MaxPool2DWithIndicesBackward", {input}, [indices, shape = input.shape(), options](const Tensor& g) {
     Tensor grad_input = empty(shape, options);
-    if (grad_input.device().is_cuda()) {
-      cuda::max_pool2d_backward(g, indices, grad_input);
-    } else {
-      cpu::max_pool2d_backward(g, indices, grad_input);
-    }
+    kernels::max_pool2d_backward.call(grad_input.device(), g, indices, grad_input);
     return std::vector<Tensor>{grad_input};
   });
 }

@@ -3,8 +3,8 @@
 #include "tensor/autograd/node.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cuda/reduce_kernels.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -42,11 +42,7 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
   // Integer and bool sums are i64 (counting true values is how accuracy is computed).
   const DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::i64;
   Tensor out = empty(reduced_shape(a, mask, keepdim), TensorOptions().dtype(out_dtype).device(a.device()));
-  if (out.device().is_cuda()) {
-    cuda::sum_kernel(a, mask, out);
-  } else {
-    cpu::sum_kernel(a, mask, out);
-  }
+  kernels::sum.call(out.device(), a, mask, out);
   // Every input element contributed once to its output: the gradient is the output gradient
   // broadcast back over the reduced dimensions.
   return record(out, "SumBackward", {a}, [kept, shape = a.shape()](const Tensor& g) {

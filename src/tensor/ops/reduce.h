@@ -19,11 +19,4 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim = false);
 /// that was broadcast to `a`'s shape. Returns `a` itself when the shapes already match.
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
-namespace cpu {
-/// out[kept index] = sum of `a` over the dimensions with reduce[d] true; out is contiguous with
-/// the kept dimensions (keepdim or not, its layout is the same). Floats accumulate in double;
-/// integers and bools in int64, into an i64 `out`.
-void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out);
-}  // namespace cpu
-
 }  // namespace lockstep

@@ -3,8 +3,7 @@
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/cpu/softmax_kernels.h"
-#include "tensor/ops/cuda/softmax_kernels.h"
+#include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
 
@@ -15,20 +14,12 @@ Tensor softmax_op(const char* name, const char* backward_name, bool log, const T
   check_defined(name, {&a});
   const int64_t d = normalize_dim(name, dim, a.dim());
   Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
-  if (out.device().is_cuda()) {
-    cuda::softmax_kernel(a.detach(), d, log, out);
-  } else {
-    cpu::softmax_kernel(a.detach(), d, log, out);
-  }
+  kernels::softmax.call(out.device(), a.detach(), d, log, out);
   // Both backward formulas need only the output, not the input: save that.
   return record(out, backward_name, {a}, [out = SavedTensor(out), d, log](const Tensor& g) {
     const Tensor y = out.unpack();
     Tensor grad = empty(y.shape(), TensorOptions().dtype(y.dtype()).device(y.device()));
-    if (grad.device().is_cuda()) {
-      cuda::softmax_backward_kernel(g, y, d, log, grad);
-    } else {
-      cpu::softmax_backward_kernel(g, y, d, log, grad);
-    }
+    kernels::softmax_backward.call(grad.device(), g, y, d, log, grad);
     return std::vector<Tensor>{grad};
   });
 }

@@ -28,7 +28,7 @@ std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) 
 
 }  // namespace
 
-std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& input, double eps) {
+std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
@@ -66,14 +66,14 @@ std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& input, double eps) {
   return {mean, invstd};
 }
 
-Tensor batch_norm_invstd(const Tensor& var, double eps) {
+Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
   const std::vector<double> v = var.to_vector<double>();  // v: (C)
   std::vector<double> invstd(v.size());
   for (size_t c = 0; c < v.size(); ++c) invstd[c] = 1.0 / std::sqrt(v[c] + eps);
   return from_vector(invstd, var.shape(), TensorOptions().dtype(var.dtype()).device(var.device()));
 }
 
-void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
                              const Tensor& invstd, double eps, int64_t count, double momentum) {
   const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();  // (C)
   // Normalisation divides by n, but the running variance estimates the population's, so it
@@ -93,7 +93,7 @@ void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_v
   });
 }
 
-void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                       const Tensor& bias, const Tensor& out) {
   const Tensor x = input.contiguous();  // x, out: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
@@ -118,7 +118,7 @@ void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& inv
   });
 }
 
-std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, const Tensor& input,
+std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
                                                      const Tensor& mean) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
@@ -150,7 +150,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, 
   return {sum_dy, sum_dy_xmu};
 }
 
-void batch_norm_backward_elemt(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
                                const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
                                const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)

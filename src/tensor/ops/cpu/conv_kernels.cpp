@@ -62,8 +62,8 @@ void for_each_segment(const Conv2dGeometry g, Segment segment) {
 // the rest, where `count` is a compile-time constant (std::integral_constant), so each piece
 // compiles to a few vector instructions. col2im adds along segments of the im2col matrix,
 // which are short (11 values in the chapter-2 CNN's second convolution): too short for a
-// loop of unknown length to be vectorised. (On that convolution, 64 images: 1.2 ms instead
-// of 1.5; for im2col's copies, std::copy measured faster than pieces.)
+// loop of unknown length to be vectorised. (im2col's copies use std::copy, which is faster
+// there than pieces; tests/bench/README.md has the measurements.)
 template <class Op>
 void in_pieces(int64_t n, Op op) {
   int64_t k = 0;
@@ -94,14 +94,12 @@ void for_each_share(int64_t batch, int64_t shares, Work work) {
 // all the threads instead.
 //
 // Why not one im2col matrix for the whole batch, (C_in*kH*kW, N*H_out*W_out), and a single
-// large GEMM that parallelises itself? We measured both on the chapter-2 CNN (batch 64, f32,
-// 2 threads of an AMD EPYC), and per-image shares were faster even though the single GEMM kept
-// its cols from the forward pass instead of recomputing them: conv 1->32 on 28x28 forward +
-// backward 2.0 ms vs 3.2 ms; conv 32->64 on 13x13 forward 3.1 vs 4.3 ms, forward + backward
-// 9.8 vs 11.0 ms. The single GEMM needs y and dy permuted between (N, C_out, pixels) and
-// (C_out, N*pixels), its cols matrix is N times larger and falls out of cache, and its
-// threads meet at barriers; per-image work runs without synchronisation until the dW partial
-// sums are added (the backward pass splits the batch the same way, into the fixed groups of
+// large GEMM that parallelises itself? Per-image shares are faster on the chapter-2 CNN, even
+// though the single GEMM keeps its cols from the forward pass instead of recomputing them
+// (tests/bench/README.md has the measurements). The single GEMM needs y and dy permuted
+// between (N, C_out, pixels) and (C_out, N*pixels), its cols matrix is N times larger and
+// falls out of cache, and its threads meet at barriers; per-image work runs without
+// synchronisation until the dW partial sums are added (the backward pass splits the batch the same way, into the fixed groups of
 // weight_grad_groups below rather than one share per thread).
 int64_t batch_shares(int64_t batch) {
   const int64_t threads = get_num_threads();

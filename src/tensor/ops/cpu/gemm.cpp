@@ -46,18 +46,17 @@ namespace {
 // independent accumulators also hide the FMA latency: two FMA pipes x 4 cycles latency
 // needs >= 8 FMAs in flight. For double a register holds half as many values, so NR is 8
 // or 16. (On NEON's 32 x 128-bit registers the AVX2 shapes also fit.) With AVX-512 the
-// same loop does twice the work per instruction: on one core of a Xeon with AVX-512,
-// bench_gemm went from 110 to 150-165 GFLOP/s at n = 256 to 1024.
+// same loop does twice the work per instruction (tests/bench/README.md has the measurements).
 //
 // Cache blocks, for a core with 32 KiB L1d, 1 MiB L2 and a shared 32 MiB L3:
 //  - KC: one KC x NR panel of B must stay in L1 while all the A panels stream past it:
 //        256 x 16 floats = 16 KiB, half of L1, leaving room for the A panel (6 KiB).
 //        With AVX-512 the panel doubles to 32 KiB; the CPUs that have AVX-512 mostly have
-//        48 KiB of L1d, and KC = 128 measured 5% slower there.
+//        48 KiB of L1d, where a smaller KC is slower.
 //  - MC: the packed MC x KC block of A must stay in L2 while it is swept once per B
 //        panel; 144 x 256 floats = 144 KiB leaves most of L2 for the B panels and C
-//        lines passing through. (96 and 192 measured the same within noise; GotoBLAS's
-//        rule of thumb is to fill no more than about half of L2.)
+//        lines passing through (GotoBLAS's rule of thumb is to fill no more than about half
+//        of L2).
 //  - NC: the KC x NC block of B is shared by all cores via L3: 256 x 4064 floats = 4 MiB
 //        (4064 = 127 x 32 is a multiple of every NR, so only the last block has an edge
 //        panel).
@@ -69,7 +68,7 @@ namespace {
 // or on other targets (ARM's NEON runs each as a pair of 16-byte instructions, in registers
 // enough for the tile), and 16 on an x86-64 limited to SSE (a portable build,
 // LOCKSTEP_NATIVE=OFF): there the 12 accumulators of 32 bytes would need 24 of its 16
-// registers, and spilling them ran the GEMM at 2-3 GFLOP/s.
+// registers, and spilling them to memory would make the GEMM many times slower.
 #if defined(__AVX512F__)
 constexpr int kVectorBytes = 64;
 #elif defined(__x86_64__) && !defined(__AVX__)
@@ -260,11 +259,10 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
 // lives in MR * NV registers, and each B vector is loaded once per step and then used MR
 // times. Only at the end is C touched, one vector at a time.
 //
-// Two things we measured (GCC 12, Zen 4): the same loops on plain `T acc[MR][NR]`
-// arrays reach only 5-30 GFLOP/s because the compilers do not map them onto registers
-// this way; and when this function is inlined into the macro-kernel, GCC runs short of
-// registers and re-reads B from memory for every FMA, halving the speed. Hence vectors,
-// and noinline (the call costs nothing next to the kc-long loop).
+// Vectors rather than plain `T acc[MR][NR]` arrays, because compilers do not map such arrays
+// onto registers this way; and noinline, because inlined into the macro-kernel GCC runs short
+// of registers and re-reads B from memory for every FMA (the call costs nothing next to the
+// kc-long loop). tests/bench/README.md has the measurements.
 template <class T>
 __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
                                             const T* __restrict b, T alpha, T beta,

@@ -1,6 +1,8 @@
 // CPU sum over a set of dimensions. The input is viewed as (kept..., reduced...) and each output
 // element sums its own slice, so outputs can be computed in parallel without atomics; when
 // there are fewer outputs than threads (a full sum), the threads split the slice instead.
+#include "tensor/ops/cpu/reduce_kernels.h"
+
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -9,8 +11,6 @@
 #include "core/dispatch.h"
 #include "tensor/strided_loop.h"
 #include "core/threads.h"
-#include "tensor/ops/reduce.h"
-
 
 namespace lockstep::cpu {
 

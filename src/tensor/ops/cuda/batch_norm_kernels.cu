@@ -1,5 +1,5 @@
 // CUDA batch normalisation (declared in tensor/ops/cuda/batch_norm_kernels.h). The CPU reference is
-// tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats and friends), whose arithmetic this
+// tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats_kernel and friends), whose arithmetic this
 // follows step for step: per-channel sums in double, per-channel coefficients folded in double
 // and rounded to the element type once, then one or two multiply-adds per element.
 //
@@ -60,10 +60,10 @@ __device__ double block_sum(double value) {
   return total;
 }
 
-// Block c: mean[c] and invstd[c] of channel c, in two passes like cpu::batch_norm_stats (the
+// Block c: mean[c] and invstd[c] of channel c, in two passes like cpu::batch_norm_stats_kernel (the
 // mean, then squared deviations from it, which avoids E[x^2] - E[x]^2's cancellation).
 template <class T>
-__global__ void stats_kernel(const T* x, ChannelLayout l, double eps, T* mean, T* invstd) {
+__global__ void channel_stats(const T* x, ChannelLayout l, double eps, T* mean, T* invstd) {
   const int64_t c = blockIdx.x, count = l.N * l.S;
   double total = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += static_cast<double>(x[channel_offset(j, c, l)]);
@@ -85,7 +85,7 @@ __global__ void stats_kernel(const T* x, ChannelLayout l, double eps, T* mean, T
 
 // Thread c: invstd[c] = 1 / sqrt(var[c] + eps), in double.
 template <class T>
-__global__ void invstd_kernel(const T* var, int64_t C, double eps, T* invstd) {
+__global__ void channel_invstd(const T* var, int64_t C, double eps, T* invstd) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     invstd[c] = static_cast<T>(1.0 / sqrt(static_cast<double>(var[c]) + eps));
@@ -95,7 +95,7 @@ __global__ void invstd_kernel(const T* var, int64_t C, double eps, T* invstd) {
 // Thread c: the running mean and the unbiased running variance of channel c move a fraction
 // `momentum` towards the batch's, in double. The running tensors may be strided.
 template <class T>
-__global__ void update_stats_kernel(T* running_mean, int64_t mean_stride, T* running_var, int64_t var_stride,
+__global__ void update_running_stats(T* running_mean, int64_t mean_stride, T* running_var, int64_t var_stride,
                                     const T* mean, const T* invstd, int64_t C, double eps, double unbias,
                                     double momentum) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
@@ -112,7 +112,7 @@ __global__ void update_stats_kernel(T* running_mean, int64_t mean_stride, T* run
 // Thread c: folds mean, invstd, weight and bias into y = x * scale + shift for channel c.
 // coefficients: (2, C), rows scale and shift. A null weight means 1, a null bias 0.
 template <class T>
-__global__ void fold_affine_kernel(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t C,
+__global__ void fold_affine(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t C,
                                    T* coefficients) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -126,7 +126,7 @@ __global__ void fold_affine_kernel(const T* mean, const T* invstd, const T* weig
 
 // Thread i: out[i] = x[i] * scale[c] + shift[c] for element i of channel c.
 template <class T>
-__global__ void affine_kernel(const T* x, const T* coefficients, int64_t total, ChannelLayout l, T* out) {
+__global__ void affine_elements(const T* x, const T* coefficients, int64_t total, ChannelLayout l, T* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i / l.S % l.C;
@@ -136,7 +136,7 @@ __global__ void affine_kernel(const T* x, const T* coefficients, int64_t total, 
 
 // Block c: sum_dy[c] = sum of dy and sum_dy_xmu[c] = sum of dy * (x - mean[c]) over channel c.
 template <class T>
-__global__ void backward_reduce_kernel(const T* dy, const T* x, const T* mean, ChannelLayout l, T* sum_dy,
+__global__ void channel_backward_sums(const T* dy, const T* x, const T* mean, ChannelLayout l, T* sum_dy,
                                        T* sum_dy_xmu) {
   const int64_t c = blockIdx.x, count = l.N * l.S;
   const double m = static_cast<double>(mean[c]);
@@ -155,11 +155,11 @@ __global__ void backward_reduce_kernel(const T* dy, const T* x, const T* mean, C
   }
 }
 
-// Thread c: the backward pass's per-channel coefficients, as in cpu::batch_norm_backward_elemt:
+// Thread c: the backward pass's per-channel coefficients, as in cpu::batch_norm_backward_elemt_kernel:
 // k = weight * invstd, mean_dy = sum_dy / n, proj = invstd^2 * sum_dy_xmu / n and mu = mean.
 // coefficients: (4, C), one row each. A null weight means 1.
 template <class T>
-__global__ void fold_backward_kernel(const T* mean, const T* invstd, const T* weight, const T* sum_dy,
+__global__ void fold_backward(const T* mean, const T* invstd, const T* weight, const T* sum_dy,
                                      const T* sum_dy_xmu, int64_t C, double n, T* coefficients) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -174,7 +174,7 @@ __global__ void fold_backward_kernel(const T* mean, const T* invstd, const T* we
 
 // Thread i: dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj) for element i of channel c.
 template <class T>
-__global__ void backward_elemt_kernel(const T* dy, const T* x, const T* coefficients, int64_t total, ChannelLayout l,
+__global__ void backward_elements(const T* dy, const T* x, const T* coefficients, int64_t total, ChannelLayout l,
                                       T* dx) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -196,38 +196,36 @@ Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contigu
 
 }  // namespace
 
-std::pair<Tensor, Tensor> batch_norm_stats(const Tensor& input, double eps) {
+std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const ChannelLayout l = channel_layout(x);
   const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
   Tensor mean = empty({l.C}, options), invstd = empty({l.C}, options);
   if (l.C == 0) return {mean, invstd};
-  DeviceGuard guard(x.device());
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    stats_kernel<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+    channel_stats<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
         x.data_ptr<T>(), l, eps, mean.data_ptr<T>(), invstd.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
   return {mean, invstd};
 }
 
-Tensor batch_norm_invstd(const Tensor& var, double eps) {
+Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
   const Tensor v = var.contiguous();  // v: (C)
   Tensor invstd = empty(v.shape(), TensorOptions().dtype(v.dtype()).device(v.device()));
   const int64_t C = v.numel();
   if (C == 0) return invstd;
-  DeviceGuard guard(v.device());
   dispatch_floating(v.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    invstd_kernel<T><<<grid_size(C), kBlockSize, 0, stream_for(v.device())>>>(v.data_ptr<T>(), C, eps,
+    channel_invstd<T><<<grid_size(C), kBlockSize, 0, stream_for(v.device())>>>(v.data_ptr<T>(), C, eps,
                                                                                invstd.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
   return invstd;
 }
 
-void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
                              const Tensor& invstd, double eps, int64_t count, double momentum) {
   const Tensor m = mean.contiguous(), is = invstd.contiguous();  // (C)
   const int64_t C = m.numel();
@@ -235,17 +233,16 @@ void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_v
   // Normalisation divides by n, but the running variance estimates the population's, so it
   // uses the unbiased n - 1, as PyTorch does.
   const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-  DeviceGuard guard(running_mean.device());
   dispatch_floating(running_mean.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    update_stats_kernel<T><<<grid_size(C), kBlockSize, 0, stream_for(running_mean.device())>>>(
+    update_running_stats<T><<<grid_size(C), kBlockSize, 0, stream_for(running_mean.device())>>>(
         running_mean.data_ptr<T>(), running_mean.stride(0), running_var.data_ptr<T>(), running_var.stride(0),
         m.data_ptr<T>(), is.data_ptr<T>(), C, eps, unbias, momentum);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
 
-void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                       const Tensor& bias, const Tensor& out) {
   const Tensor x = input.contiguous();  // x, out: (N, C, S)
   const ChannelLayout l = channel_layout(x);
@@ -254,21 +251,20 @@ void batch_norm_elemt(const Tensor& input, const Tensor& mean, const Tensor& inv
   const Tensor m = mean.contiguous(), is = invstd.contiguous();
   const Tensor w = contiguous_or_undefined(weight), b = contiguous_or_undefined(bias);
   Tensor coefficients = empty({2, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
-  DeviceGuard guard(x.device());
   const cudaStream_t stream = stream_for(x.device());
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     // First fold the per-channel numbers into (scale, shift), then one multiply-add per element.
-    fold_affine_kernel<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+    fold_affine<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
         m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), data_or_null<T>(b), l.C, coefficients.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
-    affine_kernel<T><<<grid_size(total), kBlockSize, 0, stream>>>(x.data_ptr<T>(), coefficients.data_ptr<T>(), total,
+    affine_elements<T><<<grid_size(total), kBlockSize, 0, stream>>>(x.data_ptr<T>(), coefficients.data_ptr<T>(), total,
                                                                   l, out.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
 
-std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, const Tensor& input,
+std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
                                                      const Tensor& mean) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const Tensor m = mean.contiguous();
@@ -276,17 +272,16 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce(const Tensor& grad_output, 
   const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
   Tensor sum_dy = empty({l.C}, options), sum_dy_xmu = empty({l.C}, options);
   if (l.C == 0) return {sum_dy, sum_dy_xmu};
-  DeviceGuard guard(x.device());
   dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    backward_reduce_kernel<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+    channel_backward_sums<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
         g.data_ptr<T>(), x.data_ptr<T>(), m.data_ptr<T>(), l, sum_dy.data_ptr<T>(), sum_dy_xmu.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
   return {sum_dy, sum_dy_xmu};
 }
 
-void batch_norm_backward_elemt(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
                                const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
                                const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)
@@ -296,16 +291,15 @@ void batch_norm_backward_elemt(const Tensor& grad_output, const Tensor& input, c
   const Tensor m = mean.contiguous(), is = invstd.contiguous(), w = contiguous_or_undefined(weight);
   const Tensor sdy = sum_dy.contiguous(), sdx = sum_dy_xmu.contiguous();
   Tensor coefficients = empty({4, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
-  DeviceGuard guard(x.device());
   const cudaStream_t stream = stream_for(x.device());
   dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     // First the per-channel coefficients, then two multiply-adds and a multiply per element.
-    fold_backward_kernel<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+    fold_backward<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
         m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), sdy.data_ptr<T>(), sdx.data_ptr<T>(), l.C,
         static_cast<double>(count), coefficients.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
-    backward_elemt_kernel<T><<<grid_size(total), kBlockSize, 0, stream>>>(
+    backward_elements<T><<<grid_size(total), kBlockSize, 0, stream>>>(
         g.data_ptr<T>(), x.data_ptr<T>(), coefficients.data_ptr<T>(), total, l, grad_input.data_ptr<T>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });

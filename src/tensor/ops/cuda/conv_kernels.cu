@@ -34,7 +34,7 @@ constexpr int64_t kColsBudgetBytes = int64_t(64) << 20;
 // neighbouring pixels. Entry (row, column) with row = (c, i, j) and column = (img, oh, ow) is
 // x[img, c, oh*stride - padding + i, ow*stride - padding + j], or 0 in the padding.
 template <class T>
-__global__ void im2col_kernel(const T* x, cpu::Conv2dGeometry g, int64_t images, T* cols) {
+__global__ void im2col_columns(const T* x, Conv2dGeometry g, int64_t images, T* cols) {
   const int64_t pixels = g.out_h * g.out_w, columns = images * pixels;
   const int64_t total = g.channels * g.kernel_h * g.kernel_w * columns;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
@@ -53,7 +53,7 @@ __global__ void im2col_kernel(const T* x, cpu::Conv2dGeometry g, int64_t images,
 // ih. No two threads write the same pixel, so no atomics are needed, and each pixel adds its
 // terms in the CPU's order (i, then j, ascending).
 template <class T>
-__global__ void col2im_kernel(const T* cols, cpu::Conv2dGeometry g, int64_t images, T* dx) {
+__global__ void col2im_pixels(const T* cols, Conv2dGeometry g, int64_t images, T* dx) {
   const int64_t pixels = g.out_h * g.out_w, columns = images * pixels;
   const int64_t total = images * g.channels * g.height * g.width;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
@@ -79,7 +79,7 @@ __global__ void col2im_kernel(const T* cols, cpu::Conv2dGeometry g, int64_t imag
 
 // y (images, C_out, pixels) = bias[channel] everywhere; the forward GEMM then adds onto it.
 template <class T>
-__global__ void fill_bias_kernel(const T* bias, int64_t images, int64_t channels, int64_t pixels, T* y) {
+__global__ void fill_bias(const T* bias, int64_t images, int64_t channels, int64_t pixels, T* y) {
   const int64_t total = images * channels * pixels;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
     y[e] = bias[e / pixels % channels];
@@ -88,22 +88,21 @@ __global__ void fill_bias_kernel(const T* bias, int64_t images, int64_t channels
 
 // Images per chunk for element type T: as many as keep cols within the budget, at least one.
 template <class T>
-int64_t images_per_chunk(const cpu::Conv2dGeometry& g) {
+int64_t images_per_chunk(const Conv2dGeometry& g) {
   const int64_t bytes_per_image = std::max<int64_t>(1, g.patch_size() * g.out_pixels() * int64_t(sizeof(T)));
   return std::max<int64_t>(1, kColsBudgetBytes / bytes_per_image);
 }
 
 // The cols buffer for chunks of `chunk` images (fewer images use its beginning).
-Tensor cols_buffer(const Tensor& like, const cpu::Conv2dGeometry& g, int64_t chunk) {
+Tensor cols_buffer(const Tensor& like, const Conv2dGeometry& g, int64_t chunk) {
   return empty({g.patch_size(), chunk * g.out_pixels()}, TensorOptions().dtype(like.dtype()).device(like.device()));
 }
 
 }  // namespace
 
 void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
-                           const cpu::Conv2dGeometry& g) {
+                           const Conv2dGeometry& g) {
   const Device device = out.device();
-  DeviceGuard guard(device);
   const cudaStream_t stream = stream_for(device);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
@@ -122,28 +121,27 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
       const int64_t images = std::min(chunk, batch - first);
       T* y_chunk = y + first * out_channels * pixels;  // (images, C_out, pixels)
       // Unfold the chunk's images into cols (patch, images * pixels).
-      im2col_kernel<T><<<grid_size(patch * images * pixels), kBlockSize, 0, stream>>>(x + first * image_size, g,
+      im2col_columns<T><<<grid_size(patch * images * pixels), kBlockSize, 0, stream>>>(x + first * image_size, g,
                                                                                        images, cols);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
       // Each output channel starts as its bias; the GEMM adds w . cols onto it (beta = 1).
       if (b != nullptr) {
-        fill_bias_kernel<T><<<grid_size(images * out_channels * pixels), kBlockSize, 0, stream>>>(
+        fill_bias<T><<<grid_size(images * out_channels * pixels), kBlockSize, 0, stream>>>(
             b, images, out_channels, pixels, y_chunk);
         LOCKSTEP_CUDA_CHECK_LAUNCH();
       }
       // y_img (C_out, pixels) = w (C_out, patch) . cols_img (patch, pixels) for every image of
       // the chunk: cols_img is cols's columns [img * pixels, (img + 1) * pixels), a matrix with
       // row stride images * pixels; w is the same for all (batch stride 0).
-      gemm_batched(device, images, out_channels, pixels, patch, T(1), w, 0, patch, 1, cols, pixels, images * pixels, 1,
+      gemm_batched(images, out_channels, pixels, patch, T(1), w, 0, patch, 1, cols, pixels, images * pixels, 1,
                    T(b != nullptr ? 1 : 0), y_chunk, out_channels * pixels, pixels);
     }
   });
 }
 
 void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
-                            const Tensor& grad_input, const Tensor& grad_weight, const cpu::Conv2dGeometry& g) {
+                            const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g) {
   const Device device = input.device();
-  DeviceGuard guard(device);
   const cudaStream_t stream = stream_for(device);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
@@ -174,18 +172,18 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
       if (dw != nullptr) {
         // dW (C_out, patch) += dyT (C_out, columns) . cols^T (columns, patch); cols^T is cols read
         // with its strides swapped. The first chunk overwrites dW (beta = 0), later ones add.
-        im2col_kernel<T><<<grid_size(patch * columns), kBlockSize, 0, stream>>>(x + first * image_size, g, images,
+        im2col_columns<T><<<grid_size(patch * columns), kBlockSize, 0, stream>>>(x + first * image_size, g, images,
                                                                                  cols);
         LOCKSTEP_CUDA_CHECK_LAUNCH();
-        gemm(device, out_channels, patch, columns, T(1), dyT, columns, 1, cols, 1, columns, T(first == 0 ? 0 : 1), dw,
+        gemm(out_channels, patch, columns, T(1), dyT, columns, 1, cols, 1, columns, T(first == 0 ? 0 : 1), dw,
              patch);
       }
       if (dx != nullptr) {
         // The gradient of every patch, cols (patch, columns) = w^T (patch, C_out) . dyT, then
         // added back onto the pixels it came from. w^T is w read with its strides swapped.
-        gemm(device, patch, columns, out_channels, T(1), w, 1, patch, dyT, columns, 1, T(0), cols, columns);
+        gemm(patch, columns, out_channels, T(1), w, 1, patch, dyT, columns, 1, T(0), cols, columns);
         T* dx_chunk = dx + first * image_size;
-        col2im_kernel<T><<<grid_size(images * image_size), kBlockSize, 0, stream>>>(cols, g, images, dx_chunk);
+        col2im_pixels<T><<<grid_size(images * image_size), kBlockSize, 0, stream>>>(cols, g, images, dx_chunk);
         LOCKSTEP_CUDA_CHECK_LAUNCH();
       }
     }

@@ -1,6 +1,6 @@
 /// \file
 /// CUDA kernels for conv2d: the same functions, parameters and results as the CPU kernels in
-/// tensor/ops/cpu/conv_kernels.h (whose Conv2dGeometry they share), built the same way from im2col,
+/// tensor/ops/cpu/conv_kernels.h (both take the Conv2dGeometry of tensor/ops/kernels/conv_geometry.h), built the same way from im2col,
 /// col2im and GEMM (cuda::gemm), with every tensor on one CUDA device.
 ///
 /// The difference is the batch: instead of one small GEMM per image, the GPU unfolds a chunk of
@@ -9,8 +9,8 @@
 #pragma once
 
 #include "core/cuda/api.h"
+#include "tensor/ops/kernels/conv_geometry.h"
 #include "tensor/tensor.h"
-#include "tensor/ops/cpu/conv_kernels.h"
 
 namespace lockstep::cuda {
 
@@ -18,7 +18,7 @@ namespace lockstep::cuda {
 /// (C_out, C_in, kH, kW), plus bias (C_out) per channel if bias is defined. All contiguous,
 /// on one CUDA device, one floating dtype. Same as cpu::conv2d_forward_kernel.
 LOCKSTEP_CUDA_FN(void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                            const Tensor& out, const cpu::Conv2dGeometry& g))
+                                            const Tensor& out, const Conv2dGeometry& g))
 
 /// From grad_out dy (N, C_out, H_out, W_out), writes grad_input dx (N, C_in, H, W) and
 /// grad_weight dW (C_out, C_in, kH, kW, summed over the batch). Either output may be undefined,
@@ -26,6 +26,6 @@ LOCKSTEP_CUDA_FN(void conv2d_forward_kernel(const Tensor& input, const Tensor& w
 /// Same as cpu::conv2d_backward_kernel.
 LOCKSTEP_CUDA_FN(void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                                              const Tensor& grad_input, const Tensor& grad_weight,
-                                             const cpu::Conv2dGeometry& g))
+                                             const Conv2dGeometry& g))
 
 }  // namespace lockstep::cuda

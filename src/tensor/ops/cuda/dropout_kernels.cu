@@ -7,7 +7,8 @@
 //
 // Decomposition: one Philox call yields four 32-bit words, so thread t of the grid-stride loop
 // takes group g of four consecutive elements (4g .. 4g + 3) and keeps element 4g + j when
-// word j is below the threshold. The mask depends only on (seed, offset, element index).
+// word j is below the threshold. The mask depends only on (seed, offset, element index); the
+// launcher uses offset 0 and one fresh seed per mask.
 #include "tensor/ops/cuda/dropout_kernels.h"
 
 #include <cmath>
@@ -22,7 +23,7 @@ namespace {
 
 // mask[i] = word_i < threshold ? scale : 0 for i in [0, n), four elements per Philox call.
 template <class T>
-__global__ void dropout_mask_kernel(T* mask, int64_t n, uint64_t threshold, double scale, uint64_t seed,
+__global__ void dropout_mask_elements(T* mask, int64_t n, uint64_t threshold, double scale, uint64_t seed,
                                     uint64_t offset) {
   const T kept = convert<T>(scale), dropped = convert<T>(0.0);
   const int64_t groups = (n + 3) / 4;
@@ -42,23 +43,29 @@ __global__ void dropout_mask_kernel(T* mask, int64_t n, uint64_t threshold, doub
 
 }  // namespace
 
-void dropout_mask(const Tensor& mask, double p, double scale, uint64_t seed, uint64_t offset) {
+void dropout_mask_kernel(const Tensor& mask, double p, double scale, Generator* generator) {
   LOCKSTEP_CHECK(mask.device().is_cuda() && mask.is_contiguous(),
                  "dropout: the CUDA mask kernel needs a contiguous tensor on a GPU, got one on ", mask.device());
   LOCKSTEP_CHECK(p >= 0.0 && p <= 1.0, "dropout: expected a probability p between 0 and 1, got ", p);
+  // Every thread draws its elements' bits from (key, element index), so no thread waits for
+  // another; the generator is consulted once, for the key, even for an empty mask.
+  uint64_t seed = 0;
+  {
+    const auto lock = lock_default_generator(generator);
+    seed = (generator != nullptr ? *generator : default_generator()).next();
+  }
   const int64_t n = mask.numel();
   if (n == 0) return;
   // A 32-bit word is uniform on [0, 2^32): it falls below t with probability t / 2^32. With
   // t = 2^32 (p = 0) every element is kept, with t = 0 (p = 1) none.
   const uint64_t threshold = static_cast<uint64_t>(std::llround((1.0 - p) * 4294967296.0));
-  DeviceGuard guard(mask.device());
   const cudaStream_t stream = stream_for(mask.device());
   dispatch_all(mask.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       using D = device_type_t<T>;
-      dropout_mask_kernel<D><<<grid_size((n + 3) / 4), kBlockSize, 0, stream>>>(
-          reinterpret_cast<D*>(mask.data_ptr<T>()), n, threshold, scale, seed, offset);
+      dropout_mask_elements<D><<<grid_size((n + 3) / 4), kBlockSize, 0, stream>>>(
+          reinterpret_cast<D*>(mask.data_ptr<T>()), n, threshold, scale, seed, /*offset=*/0);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     } else {
       throw Error(lockstep::detail::concat("dropout: expected a floating-point input, got ", dtype_name(mask.dtype())));

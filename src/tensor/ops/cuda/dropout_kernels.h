@@ -13,6 +13,7 @@
 
 #include "core/cuda/api.h"
 #include "core/host_device.h"
+#include "core/generator.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda {
@@ -48,13 +49,14 @@ LOCKSTEP_HOST_DEVICE Philox4x32 philox4x32_10(Philox4x32 counter, uint64_t key) 
   return counter;
 }
 
-/// Writes dropout's mask for a key `seed` into `mask` (contiguous, on a GPU, f32, f64, f16 or
-/// bf16): element i is `scale` where kept and 0 where dropped, in mask's dtype. Elements come in
-/// groups of four: the counter of group g = i / 4 is (offset, g), as the words (offset low,
-/// offset high, g low, g high), and element i is kept when word i % 4 of philox4x32_10(counter,
-/// seed) is below round((1 - p) * 2^32), which happens with probability 1 - p (to 2^-32). The
-/// mask depends on (seed, offset, i) alone, never on the launch configuration; different
-/// offsets give independent masks from one seed. `p` must lie in [0, 1].
-LOCKSTEP_CUDA_FN(void dropout_mask(const Tensor& mask, double p, double scale, uint64_t seed, uint64_t offset))
+/// Writes dropout's mask into `mask` (contiguous, on a GPU, f32, f64, f16 or bf16): element i is
+/// `scale` where kept and 0 where dropped, in mask's dtype. One 64-bit draw from `generator`
+/// (the default generator if null) is the Philox key, so the seed fixes the mask. Elements come
+/// in groups of four: the counter of group g = i / 4 is (0, g), as the words (0, 0, g low,
+/// g high), and element i is kept when word i % 4 of philox4x32_10(counter, key) is below
+/// round((1 - p) * 2^32), which happens with probability 1 - p (to 2^-32). The mask depends on
+/// (key, i) alone, never on the launch configuration. `p` must lie in [0, 1]. The CPU kernel
+/// with this signature (tensor/ops/cpu/dropout_kernels.h) draws its mask differently.
+LOCKSTEP_CUDA_FN(void dropout_mask_kernel(const Tensor& mask, double p, double scale, Generator* generator))
 
 }  // namespace lockstep::cuda

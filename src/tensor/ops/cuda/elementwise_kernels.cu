@@ -139,7 +139,6 @@ void launch_unary(const char* name, const Tensor& a, const Tensor& out, F f) {
 }  // namespace
 
 void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  DeviceGuard guard(out.device());
   // Same dtype rules as the CPU: comparisons on every numeric type, arithmetic on f32 / f64.
   if (out.dtype() == DType::boolean) {
     return dispatch_numeric(a.dtype(), name, [&](auto tag) {
@@ -158,7 +157,6 @@ void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor&
 }
 
 void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out) {
-  DeviceGuard guard(out.device());
   dispatch_floating(a.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_unary(op, [&](auto f) {

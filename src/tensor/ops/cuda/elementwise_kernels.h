@@ -1,13 +1,13 @@
 /// \file
 /// CUDA kernels for elementwise ops: the same functions, parameters and results as the CPU
-/// kernels in tensor/ops/cpu/elementwise_kernels.h (which also declares BinaryOp and UnaryOp); every
+/// kernels in tensor/ops/cpu/elementwise_kernels.h (BinaryOp and UnaryOp come from tensor/ops/kernels/elementwise_ops.h); every
 /// tensor lives on one CUDA device. The per-element formulas are shared with the CPU through
 /// tensor/ops/elementwise_math.h.
 #pragma once
 
 #include "core/cuda/api.h"
+#include "tensor/ops/kernels/elementwise_ops.h"
 #include "tensor/tensor.h"
-#include "tensor/ops/cpu/elementwise_kernels.h"
 
 namespace lockstep::cuda {
 

@@ -11,7 +11,7 @@
 //    rows are (row stride 1: a transposed view), or, if neither stride is 1, after a copy into a
 //    contiguous buffer.
 //
-// 2. A shared-memory tiled kernel, written for reading (tiled_gemm_kernel below). Each block
+// 2. A shared-memory tiled kernel, written for reading (tiled_gemm below). Each block
 //    of 256 threads computes a 64 x 64 tile of C; each thread 4 x 4 of its elements.
 #include "tensor/ops/cuda/gemm.h"
 
@@ -70,7 +70,7 @@ std::atomic<GemmBackend>& backend_setting() {
 // C_p = beta * C_p for every product: the whole answer when K == 0 or alpha == 0. beta == 0
 // writes zeros without reading C, which may hold NaN. One thread per element of C.
 template <class T>
-__global__ void scale_kernel(GemmProblem<T> g) {
+__global__ void scale_output(GemmProblem<T> g) {
   const int64_t total = g.batch * g.M * g.N;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
     const int64_t p = e / (g.M * g.N), i = e / g.N % g.M, j = e % g.N;
@@ -82,7 +82,7 @@ __global__ void scale_kernel(GemmProblem<T> g) {
 // dst (batch, rows, cols), contiguous = src read through its strides. One thread per element,
 // neighbouring threads along dst's rows, so the writes are coalesced.
 template <class T>
-__global__ void pack_kernel(const T* src, int64_t batch_stride, int64_t row_stride, int64_t col_stride,
+__global__ void pack_operand(const T* src, int64_t batch_stride, int64_t row_stride, int64_t col_stride,
                             int64_t batch, int64_t rows, int64_t cols, T* dst) {
   const int64_t total = batch * rows * cols;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
@@ -150,7 +150,7 @@ void make_readable(Device device, int64_t batch, int64_t rows, int64_t cols, con
   const int64_t copies = batch_stride == 0 ? 1 : batch;
   buffer = empty({copies, rows, cols}, TensorOptions().dtype(dtype_of<T>::value).device(device));
   T* packed = buffer.data_ptr<T>();
-  pack_kernel<T><<<grid_size(copies * rows * cols), kBlockSize, 0, stream_for(device)>>>(
+  pack_operand<T><<<grid_size(copies * rows * cols), kBlockSize, 0, stream_for(device)>>>(
       data, batch_stride, rs, cs, copies, rows, cols, packed);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
   data = packed;
@@ -224,7 +224,7 @@ constexpr int kTiledThreads = kThreadsM * kThreadsN;
 // Grid: x = the tiles of C (tiles_n per row of tiles), z = products of the batch (each block
 // loops over them with the stride gridDim.z, since gridDim.z is at most 65535).
 template <class T>
-__global__ void __launch_bounds__(kTiledThreads) tiled_gemm_kernel(GemmProblem<T> g, int64_t tiles_n) {
+__global__ void __launch_bounds__(kTiledThreads) tiled_gemm(GemmProblem<T> g, int64_t tiles_n) {
   // The slabs in shared memory, both stored k-major: a_tile[k][m] = A(row0 + m, k0 + k) and
   // b_tile[k][n] = B(k0 + k, col0 + n). The +1 column staggers the rows across memory banks,
   // so the loads below do not conflict when they walk down a column.
@@ -307,7 +307,7 @@ void tiled_gemm(Device device, const GemmProblem<T>& g) {
                  " result has too many tiles for the tiled GEMM kernel's grid; use cuBLAS (cuda::set_gemm_backend)");
   const dim3 grid(static_cast<unsigned int>(tiles_m * tiles_n), 1,
                   static_cast<unsigned int>(std::min<int64_t>(g.batch, 65535)));
-  tiled_gemm_kernel<T><<<grid, kTiledThreads, 0, stream_for(device)>>>(g, tiles_n);
+  tiled_gemm<T><<<grid, kTiledThreads, 0, stream_for(device)>>>(g, tiles_n);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
 }
 
@@ -316,17 +316,15 @@ void tiled_gemm(Device device, const GemmProblem<T>& g) {
 
 template <class T>
 void run_gemm(Device device, const GemmProblem<T>& g) {
-  LOCKSTEP_CHECK(device.is_cuda(), "cuda::gemm: expected a CUDA device, got ", device);
   LOCKSTEP_CHECK(g.batch >= 0 && g.M >= 0 && g.N >= 0 && g.K >= 0, "cuda::gemm: sizes must be non-negative, got batch ",
                  g.batch, ", M ", g.M, ", N ", g.N, ", K ", g.K);
   LOCKSTEP_CHECK(g.M <= 1 || g.c_row >= g.N, "cuda::gemm: C's row stride ", g.c_row,
                  " is smaller than its row length N = ", g.N, ", so rows would overlap");
   // An empty C: nothing to compute.
   if (g.batch == 0 || g.M == 0 || g.N == 0) return;
-  DeviceGuard guard(device);
   // No products to add (K == 0, or alpha == 0): only beta scales C, and A and B are not read.
   if (g.K == 0 || g.alpha == T(0)) {
-    scale_kernel<T><<<grid_size(g.batch * g.M * g.N), kBlockSize, 0, stream_for(device)>>>(g);
+    scale_output<T><<<grid_size(g.batch * g.M * g.N), kBlockSize, 0, stream_for(device)>>>(g);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -343,33 +341,33 @@ void set_gemm_backend(GemmBackend backend) { backend_setting().store(backend); }
 
 GemmBackend gemm_backend() { return backend_setting().load(); }
 
-void gemm(Device device, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_row_stride,
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t a_row_stride,
           int64_t a_col_stride, const float* B, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
           int64_t c_row_stride) {
-  run_gemm<float>(device, {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0, b_row_stride, b_col_stride,
+  run_gemm<float>(current_device(), {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0, b_row_stride, b_col_stride,
                            C, 0, c_row_stride});
 }
 
-void gemm(Device device, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t a_row_stride,
+void gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t a_row_stride,
           int64_t a_col_stride, const double* B, int64_t b_row_stride, int64_t b_col_stride, double beta, double* C,
           int64_t c_row_stride) {
-  run_gemm<double>(device, {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0, b_row_stride,
+  run_gemm<double>(current_device(), {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0, b_row_stride,
                             b_col_stride, C, 0, c_row_stride});
 }
 
-void gemm_batched(Device device, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride, const float* B,
                   int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
                   int64_t c_batch_stride, int64_t c_row_stride) {
-  run_gemm<float>(device, {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride, B,
+  run_gemm<float>(current_device(), {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride, B,
                            b_batch_stride, b_row_stride, b_col_stride, C, c_batch_stride, c_row_stride});
 }
 
-void gemm_batched(Device device, int64_t batch, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                   int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride, const double* B,
                   int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride, double beta, double* C,
                   int64_t c_batch_stride, int64_t c_row_stride) {
-  run_gemm<double>(device, {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride, B,
+  run_gemm<double>(current_device(), {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride, B,
                             b_batch_stride, b_row_stride, b_col_stride, C, c_batch_stride, c_row_stride});
 }
 

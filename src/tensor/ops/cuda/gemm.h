@@ -36,8 +36,9 @@ LOCKSTEP_CUDA_FN(void set_gemm_backend(GemmBackend backend))
 LOCKSTEP_CUDA_FN(GemmBackend gemm_backend())
 
 /**
- * Queues `C = alpha * A * B + beta * C` on `device`'s current stream; all three pointers are
- * device memory on `device`. Same operand description and rules as cpu::gemm:
+ * Queues `C = alpha * A * B + beta * C` on the current device's current stream; all three pointers
+ * are memory of that device (the dispatch, kernels::gemm, makes it current). Same operand
+ * description and rules as cpu::gemm:
  *
  * - A is (M, K): element (i, k) is `A[i * a_row_stride + k * a_col_stride]`.
  * - B is (K, N): element (k, j) is `B[k * b_row_stride + j * b_col_stride]`.
@@ -47,7 +48,6 @@ LOCKSTEP_CUDA_FN(GemmBackend gemm_backend())
  * `beta == 0`, C is write-only (it may hold garbage or NaN). When `K == 0` or `alpha == 0`,
  * A and B are not read and the result is `beta * C`. Returns without waiting for the GPU.
  *
- * \param device       The CUDA device holding A, B and C.
  * \param M            Rows of A and C.
  * \param N            Columns of B and C.
  * \param K            Columns of A and rows of B (the summed-over dimension).
@@ -62,13 +62,13 @@ LOCKSTEP_CUDA_FN(GemmBackend gemm_backend())
  * \param C            Device pointer to element (0, 0) of C; must not overlap A or B.
  * \param c_row_stride Distance, in elements, between C(i, j) and C(i + 1, j); at least N.
  */
-LOCKSTEP_CUDA_FN(void gemm(Device device, int64_t M, int64_t N, int64_t K, float alpha,
+LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, float alpha,
                            const float* A, int64_t a_row_stride, int64_t a_col_stride,
                            const float* B, int64_t b_row_stride, int64_t b_col_stride,
                            float beta, float* C, int64_t c_row_stride))
 
 /// gemm for double precision; see the float overload.
-LOCKSTEP_CUDA_FN(void gemm(Device device, int64_t M, int64_t N, int64_t K, double alpha,
+LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, double alpha,
                            const double* A, int64_t a_row_stride, int64_t a_col_stride,
                            const double* B, int64_t b_row_stride, int64_t b_col_stride,
                            double beta, double* C, int64_t c_row_stride))
@@ -80,7 +80,6 @@ LOCKSTEP_CUDA_FN(void gemm(Device device, int64_t M, int64_t N, int64_t K, doubl
  * weight shared by all images, say); C's batch stride must keep the products' outputs apart.
  * One launch instead of `batch`, which matters when each product is small.
  *
- * \param device         The CUDA device holding A, B and C.
  * \param batch          Number of products.
  * \param M              Rows of every A_p and C_p.
  * \param N              Columns of every B_p and C_p.
@@ -99,14 +98,14 @@ LOCKSTEP_CUDA_FN(void gemm(Device device, int64_t M, int64_t N, int64_t K, doubl
  * \param c_batch_stride Distance between C_p(0, 0) and C_{p+1}(0, 0).
  * \param c_row_stride   Distance between C_p(i, j) and C_p(i + 1, j); at least N.
  */
-LOCKSTEP_CUDA_FN(void gemm_batched(Device device, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float* A, int64_t a_batch_stride, int64_t a_row_stride,
                                    int64_t a_col_stride, const float* B, int64_t b_batch_stride,
                                    int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
                                    int64_t c_batch_stride, int64_t c_row_stride))
 
 /// gemm_batched for double precision; see the float overload.
-LOCKSTEP_CUDA_FN(void gemm_batched(Device device, int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
+LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
                                    const double* A, int64_t a_batch_stride, int64_t a_row_stride,
                                    int64_t a_col_stride, const double* B, int64_t b_batch_stride,
                                    int64_t b_row_stride, int64_t b_col_stride, double beta, double* C,

@@ -145,7 +145,6 @@ struct AroundDim {
 }  // namespace
 
 void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor& indices) {
-  DeviceGuard guard(values.device());
   const Tensor x = a.contiguous();
   const AroundDim s(x.shape(), dim);
   dispatch_numeric(x.dtype(), "max", [&](auto tag) {
@@ -163,7 +162,6 @@ void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor
 }
 
 void max_backward_kernel(const Tensor& grad, const Tensor& indices, int64_t dim, const Tensor& grad_input) {
-  DeviceGuard guard(grad_input.device());
   const Tensor g = grad.contiguous(), idx = indices.contiguous();
   const AroundDim s(grad_input.shape(), dim);
   dispatch_floating(grad_input.dtype(), "max backward", [&](auto tag) {

@@ -1,6 +1,6 @@
 // CUDA max pooling over x: (N, C, H, W) -> out, indices: (N, C, OH, OW) (declared in
 // tensor/ops/cuda/pool_kernels.h). The CPU reference is tensor/ops/cpu/pool_kernels.cpp
-// (cpu::max_pool2d_forward / cpu::max_pool2d_backward), which loops over (n, c) planes; here
+// (cpu::max_pool2d_kernel / cpu::max_pool2d_backward_kernel), which loops over (n, c) planes; here
 // every output element gets its own thread instead, since there are rarely enough planes to
 // fill a GPU.
 //
@@ -84,9 +84,8 @@ __global__ void max_pool2d_backward_elements(const T* grad_output, StridedOffset
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
+void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
                         const Tensor& indices) {
-  DeviceGuard guard(out.device());
   const cudaStream_t stream = stream_for(out.device());
   const PoolShape s{input.size(1), input.size(2),  input.size(3), out.size(2),
                     out.size(3),   kernel_size,    stride,        padding};
@@ -101,8 +100,7 @@ void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride
   });
 }
 
-void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
-  DeviceGuard guard(grad_input.device());
+void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
   const cudaStream_t stream = stream_for(grad_input.device());
   const int64_t out_plane = grad_output.size(2) * grad_output.size(3);
   const int64_t in_plane = grad_input.size(2) * grad_input.size(3);

@@ -16,7 +16,7 @@ namespace lockstep::cuda {
 /// (oh * stride - padding, ow * stride - padding), and indices[n, c, oh, ow] = h * W + w of
 /// that maximum (the first one in row-major order on ties; a NaN wins). input: (N, C, H, W)
 /// f32/f64, any strides; out: (N, C, OH, OW) contiguous, same dtype; indices: same shape, i64.
-LOCKSTEP_CUDA_FN(void max_pool2d_forward(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
+LOCKSTEP_CUDA_FN(void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
                                          const Tensor& out, const Tensor& indices))
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
@@ -24,6 +24,6 @@ LOCKSTEP_CUDA_FN(void max_pool2d_forward(const Tensor& input, int64_t kernel_siz
 /// grad_input: (N, C, H, W), contiguous; it is overwritten. Where windows overlap
 /// (stride < kernel_size), the shares an input element collects are added atomically, in an
 /// order that may vary between runs (last-bit differences); otherwise the result is exact.
-LOCKSTEP_CUDA_FN(void max_pool2d_backward(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input))
+LOCKSTEP_CUDA_FN(void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input))
 
 }  // namespace lockstep::cuda

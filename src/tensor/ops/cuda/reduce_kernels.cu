@@ -70,7 +70,6 @@ void sum_rows_on(Device device, const T* x, int64_t rows, int64_t row_len, Out* 
 }  // namespace
 
 void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out) {
-  DeviceGuard guard(out.device());
   // The kept dimensions first, then the reduced ones.
   Shape order;
   int64_t rows = 1, row_len = 1;

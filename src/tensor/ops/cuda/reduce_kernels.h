@@ -1,6 +1,6 @@
 /// \file
 /// CUDA kernel behind sum() and mean(): the same function, parameters and results as
-/// cpu::sum_kernel (declared in tensor/ops/reduce.h); every tensor lives on one CUDA device.
+/// cpu::sum_kernel (tensor/ops/cpu/reduce_kernels.h); every tensor lives on one CUDA device.
 #pragma once
 
 #include <vector>
