@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
-#include "util/program.h"
 
 namespace lockstep {
 
@@ -170,16 +169,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch.world_size = s.cpu_group->size();
   s.launch.local_rank = node_rank;
   s.launch.local_world_size = node_size;
-  // From now on a rank that fails must take the others down with it: they would otherwise wait
-  // in their next collective for a rank that will never come. That includes setting up NCCL
-  // below, where the other ranks wait for rank 0's unique id.
-  set_fatal_error_handler([](int exit_code) {
-    if (state().launch.world_size > 1) mpi::abort(exit_code);
-  });
   // MPI must be shut down before the process ends, even when setting up NCCL fails (with one
-  // rank; with more, the handler above ends the job). Registered only now, after the handler
-  // exists: objects made before an exit function is registered are destroyed after it runs,
-  // and destroy_process_group resets the handler.
+  // rank; with more, abort_job ends the job). Registered after state() exists: statics made
+  // before an exit function is registered are destroyed after it runs.
   static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
   (void)registered;
   s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
@@ -207,8 +199,15 @@ void destroy_process_group() {
   // waits for its worker to finish the collectives still queued; MPI itself last.
   s.default_group.reset();
   s.cpu_group.reset();
-  set_fatal_error_handler(nullptr);
   mpi::finalize();
+}
+
+void abort_job(int exit_code) {
+  // From the moment MPI knows the ranks, including while NCCL is set up (where the other ranks
+  // wait for rank 0's unique id), a failing rank takes the others down with it: they would
+  // otherwise wait in their next collective for a rank that will never come.
+  const DistributedState& s = state();
+  if (s.cpu_group != nullptr && s.launch.world_size > 1) mpi::abort(exit_code);
 }
 
 std::string rank_prefix() {

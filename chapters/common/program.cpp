@@ -1,20 +1,16 @@
-#include "util/program.h"
+#include "common/program.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <utility>
 
 #include "core/error.h"
+#include "distributed/launch.h"
 
 namespace lockstep {
 
 namespace {
-std::function<void(int)>& fatal_error_handler() {
-  static std::function<void(int)> handler;
-  return handler;
-}
 // A CLI11 validator accepting numbers above zero, or from zero on when `zero_allowed`. The text
 // is checked before CLI11 converts it to the flag's type, so a whole-number flag given "1.5"
 // passes here and is refused by the conversion ("Could not convert: --epochs = 1.5").
@@ -41,8 +37,6 @@ void check_output_folder(const std::string& flag, const std::string& path) {
                  folder.string(), "' does not exist");
 }
 
-void set_fatal_error_handler(std::function<void(int exit_code)> handler) { fatal_error_handler() = std::move(handler); }
-
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {
     app.parse(argc, argv);
@@ -56,7 +50,8 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
     // lockstep::Error carries our own sentences; anything else (out of memory, a file system
     // error) still ends with one line and a non-zero exit rather than an abort.
     std::cerr << app.get_name() << ": error: " << e.what() << "\n" << std::flush;
-    if (fatal_error_handler()) fatal_error_handler()(1);
+    // A rank that returned quietly would leave the job's other ranks waiting for it forever.
+    abort_job(1);
     return 1;
   }
 }
