@@ -25,6 +25,21 @@ CLI::Validator number_check(bool zero_allowed) {
   };
   return CLI::Validator(check, zero_allowed ? "NONNEGATIVE" : "POSITIVE");
 }
+
+// The flags that answer each kind of library error, in the words of the chapters' common flags
+// (--device, --backend, --batch-size, --data); empty where no flag helps.
+std::string flag_advice(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::NoCudaDevice: return "use --device cpu";
+    case ErrorKind::OutOfMemory: return "use a smaller --batch-size or model";
+    case ErrorKind::NcclNeedsCuda: return "use --device cuda, or --backend mpi";
+    case ErrorKind::NcclNeedsOneGpuPerRank: return "use --backend mpi, or fewer ranks";
+    case ErrorKind::NcclNotBuilt: return "use --backend mpi";
+    case ErrorKind::DataNotFound: return "use --data DIR to name the directory that holds them";
+    case ErrorKind::Other: break;
+  }
+  return "";
+}
 }  // namespace
 
 CLI::Validator positive_number() { return number_check(/*zero_allowed=*/false); }
@@ -35,6 +50,12 @@ void check_output_folder(const std::string& flag, const std::string& path) {
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
   LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), flag, " ", path, ": the folder '",
                  folder.string(), "' does not exist");
+}
+
+std::string error_message(const std::exception& error) {
+  const auto* lockstep_error = dynamic_cast<const Error*>(&error);
+  const std::string advice = lockstep_error != nullptr ? flag_advice(lockstep_error->kind()) : "";
+  return advice.empty() ? error.what() : std::string(error.what()) + " (" + advice + ")";
 }
 
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
@@ -49,7 +70,7 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
   } catch (const std::exception& e) {
     // lockstep::Error carries our own sentences; anything else (out of memory, a file system
     // error) still ends with one line and a non-zero exit rather than an abort.
-    std::cerr << app.get_name() << ": error: " << e.what() << "\n" << std::flush;
+    std::cerr << app.get_name() << ": error: " << error_message(e) << "\n" << std::flush;
     // A rank that returned quietly would leave the job's other ranks waiting for it forever.
     abort_job(1);
     return 1;

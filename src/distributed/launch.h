@@ -43,7 +43,8 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv =
 /// model lives; `cuda_devices` is how many GPUs this rank sees. "auto" picks NCCL when the model
 /// is on a GPU, NCCL is built in and every rank of this machine has a GPU of its own, and MPI
 /// otherwise. Asking for "nccl" where it cannot work is an error that says why and what to do
-/// instead.
+/// instead, of kind ErrorKind::NcclNeedsCuda, ErrorKind::NcclNeedsOneGpuPerRank or
+/// ErrorKind::NcclNotBuilt.
 ///
 /// `visible_devices_set` says whether CUDA_VISIBLE_DEVICES is set. Without it every rank sees
 /// all the machine's GPUs, and fewer GPUs than ranks means that ranks would share one. With it,
@@ -55,7 +56,8 @@ std::string choose_backend(const std::string& requested, Device device, const La
                            bool visible_devices_set = std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
 
 /// The GPU a rank uses: its local rank, wrapped around the GPUs of its machine (so ranks share
-/// GPUs when there are more ranks than GPUs, which only the MPI backend allows).
+/// GPUs when there are more ranks than GPUs, which only the MPI backend allows). Without a GPU,
+/// an error of kind ErrorKind::NoCudaDevice.
 Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
 
 /// Starts MPI and creates the default process group with `backend` ("mpi", or "nccl" on GPU
