@@ -22,7 +22,6 @@
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
-#include "data/named_datasets.h"
 #include "data/sampler.h"
 #include "distributed/check_in_sync.h"
 #include "distributed/distributed_data_parallel.h"

@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/program.h"
 #include "lockstep.h"
 #include "tensor/ops/cuda/gemm.h"
-#include "util/program.h"
 #include "util/timer.h"
 
 using namespace lockstep;

@@ -4,9 +4,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/named_datasets.h"
+#include "common/program.h"
+#include "common/progress.h"
 #include "lockstep.h"
-#include "util/program.h"
-#include "util/progress.h"
 #include "util/timer.h"
 #include "util/trace.h"
 

@@ -5,8 +5,9 @@
 #include <iostream>
 #include <thread>
 
+#include "common/named_datasets.h"
+#include "common/program.h"
 #include "lockstep.h"
-#include "util/program.h"
 #include "util/timer.h"
 #include "util/trace.h"
 

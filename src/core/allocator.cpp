@@ -109,10 +109,11 @@ void cpu_empty_cache() { cpu_allocator_instance().empty_cache(); }
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
-  LOCKSTEP_CHECK(built_with_cuda(), "cannot use ", device,
-                 ": Lockstep was built without CUDA (install the CUDA toolkit and rebuild, or use --device cpu)");
-  LOCKSTEP_CHECK(device.index() < cuda_device_count(), "cannot use ", device, ": this machine has ",
-                 cuda_device_count(), " CUDA device(s) (use --device cpu)");
+  LOCKSTEP_CHECK_KIND(built_with_cuda(), ErrorKind::NoCudaDevice, "cannot use ", device,
+                      ": Lockstep was built without CUDA; install the CUDA toolkit and rebuild, or use Device::cpu()");
+  LOCKSTEP_CHECK_KIND(device.index() < cuda_device_count(), ErrorKind::NoCudaDevice, "cannot use ", device,
+                      ": this machine has ", cuda_device_count(), " CUDA device(s); use Device::cpu(), or a device "
+                      "index below cuda_device_count()");
   return cuda::caching_allocator(device.index());
 }
 

@@ -30,8 +30,9 @@ std::ostream& operator<<(std::ostream& out, const Device& device) { return out <
 namespace lockstep::detail {
 
 void throw_built_without_cuda(const char* what) {
-  throw Error(concat(what, ": Lockstep was built without CUDA (install the CUDA toolkit and rebuild, or use "
-                           "--device cpu)"));
+  throw Error(ErrorKind::NoCudaDevice,
+              concat(what, ": Lockstep was built without CUDA; install the CUDA toolkit and rebuild, or use "
+                           "Device::cpu()"));
 }
 
 }  // namespace lockstep::detail

@@ -66,7 +66,7 @@ TensorDataset fashion_mnist(const std::string& root, bool train) {
                        fashion_mnist_classes());
 }
 
-std::string find_data_dir(const std::string& flag_value, const std::vector<std::string>& fallbacks) {
+std::string find_data_dir(const std::string& directory, const std::vector<std::string>& fallbacks) {
   auto missing_files = [](const std::string& directory) {
     std::string missing;
     for (const char* name : kFileNames) {
@@ -74,16 +74,17 @@ std::string find_data_dir(const std::string& flag_value, const std::vector<std::
     }
     return missing;
   };
-  // A directory the user named (flag or environment) must hold the files: silently training on
-  // data from somewhere else would hide the mistake.
+  // A directory the user named (argument or environment) must hold the files: silently training
+  // on data from somewhere else would hide the mistake.
   const char* environment = std::getenv("LOCKSTEP_DATA");
-  const bool from_flag = !flag_value.empty();
-  if (from_flag || (environment != nullptr && *environment != '\0')) {
-    const std::string directory = from_flag ? flag_value : environment;
-    const std::string missing = missing_files(directory);
-    LOCKSTEP_CHECK(missing.empty(), "find_data_dir: '", directory, "' (from ", from_flag ? "--data" : "$LOCKSTEP_DATA",
-                   ") does not hold the Fashion-MNIST files: missing ", missing, " (each may also end in .gz)");
-    return directory;
+  const bool named = !directory.empty();
+  if (named || (environment != nullptr && *environment != '\0')) {
+    const std::string chosen = named ? directory : environment;
+    const std::string missing = missing_files(chosen);
+    LOCKSTEP_CHECK_KIND(missing.empty(), ErrorKind::DataNotFound, "find_data_dir: '", chosen, "' (",
+                        named ? "the directory asked for" : "from $LOCKSTEP_DATA",
+                        ") does not hold the Fashion-MNIST files: missing ", missing, " (each may also end in .gz)");
+    return chosen;
   }
   // Otherwise the first default location that has them.
   std::string looked;
@@ -91,9 +92,11 @@ std::string find_data_dir(const std::string& flag_value, const std::vector<std::
     if (missing_files(directory).empty()) return directory;
     looked += (looked.empty() ? "'" : ", '") + directory + "'";
   }
-  throw Error(detail::concat("find_data_dir: no directory holds the four Fashion-MNIST files ",
+  throw Error(ErrorKind::DataNotFound,
+              detail::concat("find_data_dir: no directory holds the four Fashion-MNIST files ",
                              "({train,t10k}-{images-idx3,labels-idx1}-ubyte, optionally .gz); looked in ", looked,
-                             ". Install them with `apt-get install dataset-fashion-mnist` or pass --data DIR"));
+                             ". Install them with `apt-get install dataset-fashion-mnist`, or name the directory that "
+                             "holds them (find_data_dir's argument, or $LOCKSTEP_DATA)"));
 }
 
 }  // namespace lockstep

@@ -28,11 +28,12 @@ const std::vector<std::string>& fashion_mnist_classes();
 TensorDataset fashion_mnist(const std::string& root, bool train);
 
 /// Finds the directory holding the four Fashion-MNIST files (either naming). A directory the
-/// user named, `flag_value` (the --data flag) if non-empty or else $LOCKSTEP_DATA if set, must
-/// hold them (otherwise an error names what is missing); with neither, the first of `fallbacks`
-/// that holds them is used: "data" (relative to the working directory), then Debian's
-/// dataset-fashion-mnist. If none does, the error lists where it looked and how to get the data.
-std::string find_data_dir(const std::string& flag_value,
+/// user named, `directory` if non-empty or else $LOCKSTEP_DATA if set, must hold them (otherwise
+/// an error of kind ErrorKind::DataNotFound names what is missing); with neither, the first of
+/// `fallbacks` that holds them is used: "data" (relative to the working directory), then
+/// Debian's dataset-fashion-mnist. If none does, the error (of the same kind) lists where it
+/// looked and how to get the data.
+std::string find_data_dir(const std::string& directory,
                           const std::vector<std::string>& fallbacks = {"data", "/usr/share/datasets/fashion-mnist"});
 
 }  // namespace lockstep

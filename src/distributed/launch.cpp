@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
-#include "util/program.h"
 
 namespace lockstep {
 
@@ -124,24 +123,25 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv) 
 std::string choose_backend(const std::string& requested, Device device, const LaunchInfo& launch, int cuda_devices,
                            bool visible_devices_set) {
   LOCKSTEP_CHECK(requested == "auto" || requested == "mpi" || requested == "nccl",
-                 "expected --backend auto, mpi or nccl, got \"", requested, "\"");
+                 "choose_backend: expected \"auto\", \"mpi\" or \"nccl\", got \"", requested, "\"");
   // Certain only when every rank sees the whole machine; see the header.
   const bool own_gpu_each = cuda_devices >= launch.local_world_size;
   if (requested == "mpi") return "mpi";
   if (requested == "auto") return device.is_cuda() && built_with_nccl() && own_gpu_each ? "nccl" : "mpi";
   // NCCL was asked for: say exactly which of its conditions fails.
-  LOCKSTEP_CHECK(device.is_cuda(), "the NCCL backend moves CUDA tensors only, and the model is on ", device.str(),
-                 " (use --device cuda, or --backend mpi)");
-  LOCKSTEP_CHECK(own_gpu_each || visible_devices_set, launch.local_world_size, " ranks on this node but only ",
-                 cuda_devices, " CUDA device(s); NCCL needs one GPU per rank (use --backend mpi, or fewer ranks)");
-  LOCKSTEP_CHECK(built_with_nccl(), "this build has no NCCL backend (it needs CUDA, NCCL and MPI when CMake runs); "
-                                    "use --backend mpi");
+  LOCKSTEP_CHECK_KIND(device.is_cuda(), ErrorKind::NcclNeedsCuda, "the NCCL backend moves CUDA tensors only, and "
+                      "the model is on ", device.str(), "; put the model on a GPU, or choose the MPI backend");
+  LOCKSTEP_CHECK_KIND(own_gpu_each || visible_devices_set, ErrorKind::NcclNeedsOneGpuPerRank, launch.local_world_size,
+                      " ranks on this node but only ", cuda_devices, " CUDA device(s); NCCL needs one GPU per rank: "
+                      "choose the MPI backend, or start fewer ranks");
+  LOCKSTEP_CHECK_KIND(built_with_nccl(), ErrorKind::NcclNotBuilt, "this build has no NCCL backend (it needs CUDA, "
+                      "NCCL and MPI when CMake runs); choose the MPI backend");
   return "nccl";
 }
 
 Device device_for_rank(const LaunchInfo& launch, int cuda_devices) {
-  LOCKSTEP_CHECK(cuda_devices > 0, "cannot place rank ", launch.rank, " on a GPU: this machine has no CUDA device "
-                                   "(use --device cpu)");
+  LOCKSTEP_CHECK_KIND(cuda_devices > 0, ErrorKind::NoCudaDevice, "cannot place rank ", launch.rank,
+                      " on a GPU: this machine has no CUDA device; keep the model on Device::cpu()");
   return Device::cuda(launch.local_rank % cuda_devices);
 }
 
@@ -170,16 +170,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   s.launch.world_size = s.cpu_group->size();
   s.launch.local_rank = node_rank;
   s.launch.local_world_size = node_size;
-  // From now on a rank that fails must take the others down with it: they would otherwise wait
-  // in their next collective for a rank that will never come. That includes setting up NCCL
-  // below, where the other ranks wait for rank 0's unique id.
-  set_fatal_error_handler([](int exit_code) {
-    if (state().launch.world_size > 1) mpi::abort(exit_code);
-  });
   // MPI must be shut down before the process ends, even when setting up NCCL fails (with one
-  // rank; with more, the handler above ends the job). Registered only now, after the handler
-  // exists: objects made before an exit function is registered are destroyed after it runs,
-  // and destroy_process_group resets the handler.
+  // rank; with more, abort_job ends the job). Registered after state() exists: statics made
+  // before an exit function is registered are destroyed after it runs.
   static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
   (void)registered;
   s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
@@ -207,8 +200,15 @@ void destroy_process_group() {
   // waits for its worker to finish the collectives still queued; MPI itself last.
   s.default_group.reset();
   s.cpu_group.reset();
-  set_fatal_error_handler(nullptr);
   mpi::finalize();
+}
+
+void abort_job(int exit_code) {
+  // From the moment MPI knows the ranks, including while NCCL is set up (where the other ranks
+  // wait for rank 0's unique id), a failing rank takes the others down with it: they would
+  // otherwise wait in their next collective for a rank that will never come.
+  const DistributedState& s = state();
+  if (s.cpu_group != nullptr && s.launch.world_size > 1) mpi::abort(exit_code);
 }
 
 std::string rank_prefix() {

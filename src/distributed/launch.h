@@ -43,7 +43,8 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv =
 /// model lives; `cuda_devices` is how many GPUs this rank sees. "auto" picks NCCL when the model
 /// is on a GPU, NCCL is built in and every rank of this machine has a GPU of its own, and MPI
 /// otherwise. Asking for "nccl" where it cannot work is an error that says why and what to do
-/// instead.
+/// instead, of kind ErrorKind::NcclNeedsCuda, ErrorKind::NcclNeedsOneGpuPerRank or
+/// ErrorKind::NcclNotBuilt.
 ///
 /// `visible_devices_set` says whether CUDA_VISIBLE_DEVICES is set. Without it every rank sees
 /// all the machine's GPUs, and fewer GPUs than ranks means that ranks would share one. With it,
@@ -55,17 +56,17 @@ std::string choose_backend(const std::string& requested, Device device, const La
                            bool visible_devices_set = std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
 
 /// The GPU a rank uses: its local rank, wrapped around the GPUs of its machine (so ranks share
-/// GPUs when there are more ranks than GPUs, which only the MPI backend allows).
+/// GPUs when there are more ranks than GPUs, which only the MPI backend allows). Without a GPU,
+/// an error of kind ErrorKind::NoCudaDevice.
 Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
 
-/// Starts MPI, creates the default process group with `backend` ("mpi", or "nccl" on GPU
-/// `device`), and arranges for a rank that fails to end the whole job (see
-/// set_fatal_error_handler in util/program.h) rather than leave the other ranks waiting.
-/// Returns the group; it is also available through default_process_group(). The process groups
-/// run over MPI, so the job must be started by an MPI launcher (mpirun, or srun with MPI
-/// support); MPI's rank and world size replace the launcher's. torchrun starts processes but
-/// no MPI job: when its world size differs from MPI's, it is an error that says so, instead of
-/// N separate one-rank jobs.
+/// Starts MPI and creates the default process group with `backend` ("mpi", or "nccl" on GPU
+/// `device`); from then on, a rank that stops on an error calls abort_job, so as not to leave
+/// the other ranks waiting. Returns the group; it is also available through
+/// default_process_group(). The process groups run over MPI, so the job must be started by an
+/// MPI launcher (mpirun, or srun with MPI support); MPI's rank and world size replace the
+/// launcher's. torchrun starts processes but no MPI job: when its world size differs from MPI's,
+/// it is an error that says so, instead of N separate one-rank jobs.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu());
 
 /// Whether init_process_group has run and destroy_process_group has not.
@@ -81,6 +82,13 @@ ProcessGroup& cpu_process_group();
 /// Waits for the last collectives, destroys the groups and shuts MPI down. Every rank calls it
 /// at the end (it also runs at exit if the program forgot).
 void destroy_process_group();
+
+/// Ends every rank of the job at once with `exit_code` (MPI_Abort), for a rank whose program
+/// stops on an error: the others would otherwise wait for it in their next collective forever.
+/// It acts once init_process_group has started MPI (even if setting up the group then failed)
+/// and until destroy_process_group, in a job of more than one rank; otherwise it returns, and
+/// the caller ends its process as usual.
+void abort_job(int exit_code);
 
 /// "[rank R/W] ": the prefix of every line a rank prints, so interleaved output can be told
 /// apart. Empty before init_process_group.

@@ -211,7 +211,8 @@ bool built_with_nccl() { return true; }
 
 std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device) {
   LOCKSTEP_CHECK(bootstrap != nullptr, "make_nccl_process_group: expected a bootstrap group (an MPI group), got null");
-  LOCKSTEP_CHECK(device.is_cuda(), "the NCCL backend needs a CUDA device, got ", device.str(), " (use --backend mpi)");
+  LOCKSTEP_CHECK_KIND(device.is_cuda(), ErrorKind::NcclNeedsCuda, "the NCCL backend needs a CUDA device, got ",
+                      device.str(), "; use a GPU, or the MPI backend");
   LOCKSTEP_CHECK(device.index() >= 0 && device.index() < cuda_device_count(), "the NCCL backend cannot use ",
                  device.str(), ": this machine has ", cuda_device_count(), " CUDA device(s)");
   const int rank = bootstrap->rank();
@@ -235,9 +236,10 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Proc
     LOCKSTEP_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
   } catch (const Error& e) {
     // The usual cause: more ranks on a node than GPUs, so two of them picked the same one.
-    throw Error(detail::concat("NCCL: rank ", rank, " could not join the communicator on ", device.str(), " (",
+    throw Error(ErrorKind::NcclNeedsOneGpuPerRank,
+                detail::concat("NCCL: rank ", rank, " could not join the communicator on ", device.str(), " (",
                                e.what(), "); NCCL needs one GPU per rank: two ranks of a node sharing a GPU are ",
-                               "refused (\"Duplicate GPU detected\"). Use --backend mpi, or start fewer ranks"));
+                               "refused (\"Duplicate GPU detected\"). Use the MPI backend, or start fewer ranks"));
   }
   // Non-blocking: the communication stream must not wait on the legacy default stream.
   cudaStream_t stream = nullptr;

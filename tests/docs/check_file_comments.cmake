@@ -1,8 +1,8 @@
 # Doxygen checks the members of a header only when the header itself is documented, so an
 # undocumented header would slip past the docs build. This check closes that gap: every header
-# under src/ must start its documentation with "/// \file".
+# under src/ and chapters/common/ must start its documentation with "/// \file".
 #   cmake -DSOURCE_DIR=path -P check_file_comments.cmake
-file(GLOB_RECURSE headers "${SOURCE_DIR}/src/*.h")
+file(GLOB_RECURSE headers "${SOURCE_DIR}/src/*.h" "${SOURCE_DIR}/chapters/common/*.h")
 set(missing "")
 foreach(header ${headers})
   file(READ ${header} text)

@@ -86,5 +86,16 @@ TEST(CachingAllocator, ZeroByteTensorsGetDistinctBlocks) {
   EXPECT_NE(a.storage()->data(), b.storage()->data());
 }
 
+// A request no GPU can meet (1 TiB) is an error of kind OutOfMemory, as PyTorch raises
+// torch.cuda.OutOfMemoryError, which says what a caller can do; the allocator stays usable.
+TEST(CachingAllocator, ARequestTooLargeIsOutOfMemory) {
+  const Device device = gpu();
+  expect_error([&] { empty({int64_t{1} << 38}, TensorOptions().device(device)); }, ErrorKind::OutOfMemory,
+               device.str() + " is out of memory: tried to allocate ");
+  expect_error([&] { empty({int64_t{1} << 38}, TensorOptions().device(device)); }, ErrorKind::OutOfMemory,
+               "MiB already in use by tensors; free tensors, or use smaller batches or a smaller model");
+  EXPECT_EQ(sum(ones({4}, TensorOptions().device(device))).item(), 4.0);
+}
+
 }  // namespace
 }  // namespace lockstep::test

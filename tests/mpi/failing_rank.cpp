@@ -3,8 +3,8 @@
 // with a non-zero status within 60 s, instead of rank 0 waiting forever.
 #include <iostream>
 
+#include "common/program.h"
 #include "lockstep.h"
-#include "util/program.h"
 
 int main(int argc, char** argv) {
   CLI::App app("A job with a failing rank");

@@ -311,16 +311,18 @@ TEST(FindDataDir, ADirectoryTheUserNamedMustHoldTheFiles) {
   write_fashion(fallback, "train", Bytes(784, 0), {1}, true);
   write_fashion(fallback, "t10k", Bytes(784, 0), {1}, false);
   {
-    // --data names a directory: no silent fallback to another copy of the data.
+    // The caller names a directory: no silent fallback to another copy of the data.
     EnvGuard guard("LOCKSTEP_DATA", nullptr);
-    expect_error([&] { find_data_dir(incomplete.str(), {fallback.str()}); },
-                 "'" + incomplete.str() + "' (from --data) does not hold the Fashion-MNIST files: missing "
+    expect_error([&] { find_data_dir(incomplete.str(), {fallback.str()}); }, ErrorKind::DataNotFound,
+                 "'" + incomplete.str() + "' (the directory asked for) does not hold the Fashion-MNIST files: missing "
                  "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte");
-    expect_error([&] { find_data_dir("/no/such/dir", {fallback.str()}); }, "'/no/such/dir' (from --data)");
+    expect_error([&] { find_data_dir("/no/such/dir", {fallback.str()}); }, ErrorKind::DataNotFound,
+                 "'/no/such/dir' (the directory asked for)");
   }
   {
     EnvGuard guard("LOCKSTEP_DATA", "/no/such/env/dir");
-    expect_error([&] { find_data_dir("", {fallback.str()}); }, "'/no/such/env/dir' (from $LOCKSTEP_DATA)");
+    expect_error([&] { find_data_dir("", {fallback.str()}); }, ErrorKind::DataNotFound,
+                 "'/no/such/env/dir' (from $LOCKSTEP_DATA)");
   }
 }
 
@@ -329,9 +331,9 @@ TEST(FindDataDir, SaysWhereItLookedAndHowToGetTheData) {
   write_fashion(incomplete, "train", Bytes(784, 0), {1}, true);
   EnvGuard guard("LOCKSTEP_DATA", nullptr);
   const auto call = [&] { find_data_dir("", {incomplete.str(), "/no/such/default"}); };
-  expect_error(call, "looked in '" + incomplete.str() + "', '/no/such/default'");
+  expect_error(call, ErrorKind::DataNotFound, "looked in '" + incomplete.str() + "', '/no/such/default'");
   expect_error(call, "apt-get install dataset-fashion-mnist");
-  expect_error(call, "pass --data DIR");
+  expect_error(call, "or name the directory that holds them (find_data_dir's argument, or $LOCKSTEP_DATA)");
 }
 
 // ---------------------------------------------------------------------------------------------

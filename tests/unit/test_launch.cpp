@@ -105,7 +105,8 @@ void expect_nccl_if_built(const std::function<std::string()>& choose) {
   if (built_with_nccl()) {
     EXPECT_EQ(choose(), "nccl");
   } else {
-    expect_error(choose, "this build has no NCCL backend");
+    expect_error(choose, ErrorKind::NcclNotBuilt, "this build has no NCCL backend (it needs CUDA, NCCL and MPI when "
+                                                  "CMake runs); choose the MPI backend");
   }
 }
 
@@ -118,16 +119,19 @@ TEST(ChooseBackend, MpiWhenAskedOrOnTheCpu) {
   EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1, false), "mpi");
   // A GPU for each rank: NCCL, if this build has it.
   EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 2, false), built_with_nccl() ? "nccl" : "mpi");
-  expect_error([&] { choose_backend("gloo", Device::cpu(), two_ranks, 0, false); }, "expected --backend auto, mpi or nccl");
+  expect_error([&] { choose_backend("gloo", Device::cpu(), two_ranks, 0, false); }, ErrorKind::Other,
+               "choose_backend: expected \"auto\", \"mpi\" or \"nccl\", got \"gloo\"");
 }
 
 TEST(ChooseBackend, NcclWhereItCannotWorkSaysWhy) {
   LaunchInfo two_ranks;
   two_ranks.world_size = two_ranks.local_world_size = 2;
-  expect_error([&] { choose_backend("nccl", Device::cpu(), two_ranks, 2, false); },
-               "NCCL backend moves CUDA tensors only, and the model is on cpu");
-  expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, false); },
-               "2 ranks on this node but only 1 CUDA device(s)");
+  expect_error([&] { choose_backend("nccl", Device::cpu(), two_ranks, 2, false); }, ErrorKind::NcclNeedsCuda,
+               "NCCL backend moves CUDA tensors only, and the model is on cpu; put the model on a GPU, or choose the MPI "
+               "backend");
+  expect_error([&] { choose_backend("nccl", Device::cuda(0), two_ranks, 1, false); }, ErrorKind::NcclNeedsOneGpuPerRank,
+               "2 ranks on this node but only 1 CUDA device(s); NCCL needs one GPU per rank: choose the MPI backend, or "
+               "start fewer ranks");
   expect_nccl_if_built([&] { return choose_backend("nccl", Device::cuda(0), two_ranks, 2, false); });
 }
 
@@ -147,7 +151,8 @@ TEST(DeviceForRank, LocalRankWrapsAroundTheGpus) {
   launch.rank = launch.local_rank = 3;
   EXPECT_EQ(device_for_rank(launch, 4), Device::cuda(3));
   EXPECT_EQ(device_for_rank(launch, 2), Device::cuda(1));
-  expect_error([&] { device_for_rank(launch, 0); }, "cannot place rank 3 on a GPU: this machine has no CUDA device");
+  expect_error([&] { device_for_rank(launch, 0); }, ErrorKind::NoCudaDevice,
+               "cannot place rank 3 on a GPU: this machine has no CUDA device; keep the model on Device::cpu()");
 }
 
 }  // namespace

@@ -22,6 +22,18 @@ void expect_error(Fn fn, const std::string& words) {
   }
 }
 
+/// Runs `fn`, expecting a lockstep::Error of `kind` whose message contains `words`.
+template <class Fn>
+void expect_error(Fn fn, ErrorKind kind, const std::string& words) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing '" << words << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << "message was: " << e.what();
+    EXPECT_EQ(e.kind(), kind) << "message was: " << e.what();
+  }
+}
+
 /// The message of the lockstep::Error that `fn` throws, or "no error" if it throws none, for
 /// tests that compare whole messages.
 template <class Fn>

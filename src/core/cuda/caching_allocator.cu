@@ -125,9 +125,10 @@ class CachingAllocator final : public Allocator {
     }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw Error(lockstep::detail::concat(device_, " is out of memory: tried to allocate ", mib(size), " MiB with ",
-                                           mib(stats_.allocated_bytes), " MiB already in use by tensors (use a smaller "
-                                           "--batch-size or model)"));
+      throw Error(ErrorKind::OutOfMemory,
+                  lockstep::detail::concat(device_, " is out of memory: tried to allocate ", mib(size), " MiB with ",
+                                           mib(stats_.allocated_bytes), " MiB already in use by tensors; free "
+                                           "tensors, or use smaller batches or a smaller model"));
     }
     LOCKSTEP_CUDA_CHECK(status);
     ++stats_.cuda_mallocs;

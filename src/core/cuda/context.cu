@@ -22,8 +22,9 @@ constexpr int kMaxDevices = 64;
 
 void check_device(Device device, const char* what) {
   LOCKSTEP_CHECK(device.is_cuda(), what, ": expected a CUDA device, got ", device);
-  LOCKSTEP_CHECK(device.index() < cuda_device_count() && device.index() < kMaxDevices, "cannot use ", device,
-                 ": this machine has ", cuda_device_count(), " CUDA device(s) (use --device cpu)");
+  LOCKSTEP_CHECK_KIND(device.index() < cuda_device_count() && device.index() < kMaxDevices, ErrorKind::NoCudaDevice,
+                      "cannot use ", device, ": this machine has ", cuda_device_count(), " CUDA device(s); use "
+                      "Device::cpu(), or a device index below cuda_device_count()");
 }
 
 // Lockstep's own stream of each device, created on first use and kept for the whole run.

@@ -1,10 +1,12 @@
 /// \file
-/// What every chapter program shares: parsing flags (CLI11), turning errors into one line and a
-/// non-zero exit, and the final machine-readable `RESULT` line.
+/// What every chapter program shares: parsing flags (CLI11), turning errors into one line (with
+/// advice about the flags) and a non-zero exit, and the final machine-readable `RESULT` line.
+/// The library knows no program: this is the layer that knows the chapters' flags.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <exception>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -14,8 +16,13 @@ namespace lockstep {
 
 /// Parses the command line into `app`, then runs `body`. `--help` prints the flags and returns 0;
 /// an unknown or malformed flag, or an exception (such as lockstep::Error) thrown by `body`, prints
-/// "<program>: error: <message>" on stderr and returns 1 (or CLI11's code for parse errors).
+/// "<program>: error: <error_message>" on stderr and returns 1 (or CLI11's code for parse
+/// errors). A rank of a distributed job that fails this way ends the whole job (abort_job).
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+/// What a program says about `error`: its message, and for a lockstep::Error whose kind a flag
+/// of the chapters can fix, which flag, e.g. "cannot use cuda:0: ... (use --device cpu)".
+std::string error_message(const std::exception& error);
 
 /// A CLI11 check for a flag whose value must be above zero (`--epochs`, `--batch-size`, `--lr`):
 /// "0", "-1" or "abc" is refused with "--lr: expected a number above 0, got '-1'". (CLI11's own
@@ -32,12 +39,6 @@ CLI::Validator non_negative_number();
 /// a program that writes its files at the end fails before its work rather than after it. An
 /// empty path (the flag not given) passes.
 void check_output_folder(const std::string& flag, const std::string& path);
-
-/// Decides what happens when a program fails: after run_program has printed the error, it calls
-/// `handler(exit_code)` (if set) before returning the code. A distributed program sets one that
-/// ends every rank of the job (init_process_group does), since a rank that returned quietly would
-/// leave the others waiting for it forever. nullptr removes the handler.
-void set_fatal_error_handler(std::function<void(int exit_code)> handler);
 
 /// The last line a chapter prints: `RESULT chapter=N key=value key=value ...`, read by the tests
 /// and benchmarks. Keys keep the order in which they were added.

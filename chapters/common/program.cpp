@@ -1,20 +1,16 @@
-#include "util/program.h"
+#include "common/program.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <utility>
 
 #include "core/error.h"
+#include "distributed/launch.h"
 
 namespace lockstep {
 
 namespace {
-std::function<void(int)>& fatal_error_handler() {
-  static std::function<void(int)> handler;
-  return handler;
-}
 // A CLI11 validator accepting numbers above zero, or from zero on when `zero_allowed`. The text
 // is checked before CLI11 converts it to the flag's type, so a whole-number flag given "1.5"
 // passes here and is refused by the conversion ("Could not convert: --epochs = 1.5").
@@ -29,6 +25,21 @@ CLI::Validator number_check(bool zero_allowed) {
   };
   return CLI::Validator(check, zero_allowed ? "NONNEGATIVE" : "POSITIVE");
 }
+
+// The flags that answer each kind of library error, in the words of the chapters' common flags
+// (--device, --backend, --batch-size, --data); empty where no flag helps.
+std::string flag_advice(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::NoCudaDevice: return "use --device cpu";
+    case ErrorKind::OutOfMemory: return "use a smaller --batch-size or model";
+    case ErrorKind::NcclNeedsCuda: return "use --device cuda, or --backend mpi";
+    case ErrorKind::NcclNeedsOneGpuPerRank: return "use --backend mpi, or fewer ranks";
+    case ErrorKind::NcclNotBuilt: return "use --backend mpi";
+    case ErrorKind::DataNotFound: return "use --data DIR to name the directory that holds them";
+    case ErrorKind::Other: break;
+  }
+  return "";
+}
 }  // namespace
 
 CLI::Validator positive_number() { return number_check(/*zero_allowed=*/false); }
@@ -41,7 +52,11 @@ void check_output_folder(const std::string& flag, const std::string& path) {
                  folder.string(), "' does not exist");
 }
 
-void set_fatal_error_handler(std::function<void(int exit_code)> handler) { fatal_error_handler() = std::move(handler); }
+std::string error_message(const std::exception& error) {
+  const auto* lockstep_error = dynamic_cast<const Error*>(&error);
+  const std::string advice = lockstep_error != nullptr ? flag_advice(lockstep_error->kind()) : "";
+  return advice.empty() ? error.what() : std::string(error.what()) + " (" + advice + ")";
+}
 
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {
@@ -55,8 +70,9 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
   } catch (const std::exception& e) {
     // lockstep::Error carries our own sentences; anything else (out of memory, a file system
     // error) still ends with one line and a non-zero exit rather than an abort.
-    std::cerr << app.get_name() << ": error: " << e.what() << "\n" << std::flush;
-    if (fatal_error_handler()) fatal_error_handler()(1);
+    std::cerr << app.get_name() << ": error: " << error_message(e) << "\n" << std::flush;
+    // A rank that returned quietly would leave the job's other ranks waiting for it forever.
+    abort_job(1);
     return 1;
   }
 }

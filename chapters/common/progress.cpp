@@ -1,4 +1,4 @@
-#include "util/progress.h"
+#include "common/progress.h"
 
 #include <unistd.h>
 

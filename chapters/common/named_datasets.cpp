@@ -1,4 +1,4 @@
-#include "data/named_datasets.h"
+#include "common/named_datasets.h"
 
 #include "core/error.h"
 #include "data/cifar10.h"
