@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -162,9 +164,17 @@ void RecordFunction::open(std::string name) {
 
 RecordFunction::~RecordFunction() {
   if (!active_) return;
-  for (const auto& observer : observers_) observer->before_clock();
-  const double end_us = trace_clock_us();
-  for (const auto& observer : observers_) observer->span_closed(name_, (end_us - start_us_) * 1e-6);
+  double end_us = 0.0;
+  // A destructor must not throw (it may run while an exception unwinds the stack): an
+  // observer that fails, a profiler whose GPU wait reports an error, says so on stderr.
+  try {
+    for (const auto& observer : observers_) observer->before_clock();
+    end_us = trace_clock_us();
+    for (const auto& observer : observers_) observer->span_closed(name_, (end_us - start_us_) * 1e-6);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "trace: an observer of the span '%s' failed: %s\n", name_.c_str(), error.what());
+    end_us = trace_clock_us();
+  }
   if (!trace_enabled()) return;
   Recording& r = recording();
   const int row = this_row();

@@ -98,7 +98,8 @@ class RecordFunction {
   RecordFunction(MakeName make_name, const char* category) : category_(category) {
     if (wanted(category)) open(make_name());
   }
-  /// Closes the span and records it.
+  /// Closes the span and records it (an observer's error is reported on stderr: a destructor
+  /// does not throw).
   ~RecordFunction();
   RecordFunction(const RecordFunction&) = delete;             ///< A span is one scope.
   RecordFunction& operator=(const RecordFunction&) = delete;  ///< A span is one scope.
