@@ -107,6 +107,26 @@ TEST(Init, SameSeedSameModel) {
   EXPECT_EQ(a.weight.to_vector<float>(), c.weight.to_vector<float>());
 }
 
+TEST(Init, SkipInitGuardDrawsNothing) {
+  manual_seed(4);
+  const auto expected = rand({5}).to_vector<float>();
+  manual_seed(4);
+  const Tensor filled = full({3}, 2.0);
+  {
+    const SkipInitGuard skip;
+    { const SkipInitGuard nested; }  // an inner guard leaves the outer one in force
+    Linear linear(20, 10);
+    Conv2d conv(Conv2dOptions(3, 4, 3).bias(false));
+    uniform_(filled, -1.0, 1.0);
+  }
+  EXPECT_EQ(filled.to_vector<float>(), (std::vector<float>{2, 2, 2}));  // left as it was
+  EXPECT_EQ(rand({5}).to_vector<float>(), expected);
+  // Once the guard is gone, layers draw again.
+  manual_seed(4);
+  Linear drawn(20, 10);
+  EXPECT_NE(rand({5}).to_vector<float>(), expected);
+}
+
 // ---- layers --------------------------------------------------------------------------------
 
 TEST(Layers, LinearComputesXWTransposePlusB) {
