@@ -53,7 +53,8 @@ std::vector<std::shared_ptr<Module>> DataParallel::replicas_for(const std::vecto
     replicas_ = make_replica_shells(*module_, devices_.size());
     replicas_built_for_ = now;
   }
-  const std::vector<std::shared_ptr<Module>> replicas(replicas_.begin(), replicas_.begin() + static_cast<std::ptrdiff_t>(used.size()));
+  const auto first = replicas_.begin();
+  const std::vector<std::shared_ptr<Module>> replicas(first, first + static_cast<std::ptrdiff_t>(used.size()));
   fill_replicas(*module_, replicas, used);
   return replicas;
 }
