@@ -73,9 +73,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
 
   // 3. The buckets and their hooks.
   reducer_ = std::make_unique<Reducer>(std::move(params), group_,
-                                       static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB),
-                                       static_cast<int64_t>(options_.bucket_cap_mb() * kMiB),
-                                       options_.find_unused_parameters(), options_.gradient_as_bucket_view());
+                                       ReducerOptions()
+                                           .first_bucket_bytes(static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB))
+                                           .bucket_bytes(static_cast<int64_t>(options_.bucket_cap_mb() * kMiB))
+                                           .find_unused_parameters(options_.find_unused_parameters())
+                                           .gradient_as_bucket_view(options_.gradient_as_bucket_view()));
 }
 
 void DistributedDataParallel::sync_buffers() {

@@ -217,7 +217,7 @@ class ProcessGroupMPI : public ProcessGroup {
       }
       std::exception_ptr error;
       try {
-        const RecordFunction span(trace_enabled() ? detail::concat(task.what, " ", bytes_str(task.bytes)) : "", "comm");
+        const RecordFunction span([&] { return detail::concat(task.what, " ", bytes_str(task.bytes)); }, "comm");
         task.run();
       } catch (...) {
         error = std::current_exception();

@@ -188,7 +188,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   template <class Collective>
   std::shared_ptr<Work> launch(const char* what, int64_t bytes, std::vector<Tensor> tensors, bool blocks_host,
                                int64_t count, const Collective& collective) {
-    const RecordFunction span(trace_enabled() ? detail::concat(what, " ", bytes_str(bytes), " queued") : "", "comm");
+    const RecordFunction span([&] { return detail::concat(what, " ", bytes_str(bytes), " queued"); }, "comm");
     DeviceGuard guard(device_);
     auto work = std::make_shared<NcclWork>(device_, std::move(tensors), blocks_host);
     // The GPU, not the CPU, waits for the caller's kernels: the CPU goes on queueing backward.

@@ -28,12 +28,11 @@ bool is_slot(const Tensor& grad, const Tensor& slot) {
 }
 }  // namespace
 
-Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
-                 int64_t bucket_bytes, bool find_unused_parameters, bool gradient_as_bucket_view)
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, const ReducerOptions& options)
     : params_(std::move(params)),
       group_(group),
-      find_unused_(find_unused_parameters),
-      grad_as_view_(gradient_as_bucket_view) {
+      find_unused_(options.find_unused_parameters()),
+      grad_as_view_(options.gradient_as_bucket_view()) {
   // 1. Buckets, filled walking the parameters backwards (the order backward produces their
   //    gradients), one open bucket per (dtype, device). A bucket closes once it reaches its cap:
   //    the first one of each kind is small so that communication starts early in backward.
@@ -49,7 +48,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     Open& bucket = open[{static_cast<int>(p.dtype()), p.device().str()}];
     bucket.members.push_back(i);
     bucket.bytes += p.nbytes();
-    if (bucket.bytes >= (bucket.closed == 0 ? first_bucket_bytes : bucket_bytes)) {
+    if (bucket.bytes >= (bucket.closed == 0 ? options.first_bucket_bytes() : options.bucket_bytes())) {
       groups.push_back(std::move(bucket.members));
       bucket = Open{{}, 0, bucket.closed + 1};
     }

@@ -28,17 +28,48 @@ struct BucketSummary {
   int64_t bytes = 0;               ///< the size of its flat buffer
 };
 
+/// How a Reducer buckets and hands back gradients, set by chaining:
+/// `ReducerOptions().bucket_bytes(4 << 20).find_unused_parameters(true)`. Defaults are
+/// PyTorch's; DistributedDataParallel fills them from its own options.
+class ReducerOptions {
+ public:
+  /// The cap of the first bucket, in bytes (default 1 MiB: a small bucket starts
+  /// communication early in backward).
+  ReducerOptions& first_bucket_bytes(int64_t value) { first_bucket_bytes_ = value; return *this; }
+  /// The cap of every later bucket, in bytes (default 25 MiB).
+  ReducerOptions& bucket_bytes(int64_t value) { bucket_bytes_ = value; return *this; }
+  /// Look for parameters that got no gradient (see DistributedDataParallelOptions; default false).
+  ReducerOptions& find_unused_parameters(bool value) { find_unused_ = value; return *this; }
+  /// Make each `param.grad()` a view of its bucket (see DistributedDataParallelOptions; default
+  /// false).
+  ReducerOptions& gradient_as_bucket_view(bool value) { grad_as_view_ = value; return *this; }
+
+  /// The first bucket's cap in bytes.
+  int64_t first_bucket_bytes() const { return first_bucket_bytes_; }
+  /// The later buckets' cap in bytes.
+  int64_t bucket_bytes() const { return bucket_bytes_; }
+  /// Whether unused parameters are looked for.
+  bool find_unused_parameters() const { return find_unused_; }
+  /// Whether gradients are views of the buckets.
+  bool gradient_as_bucket_view() const { return grad_as_view_; }
+
+ private:
+  int64_t first_bucket_bytes_ = int64_t(1) << 20;
+  int64_t bucket_bytes_ = int64_t(25) << 20;
+  bool find_unused_ = false;
+  bool grad_as_view_ = false;
+};
+
 /// Averages the gradients of `params` across the ranks of a group, bucket by bucket, overlapped
 /// with backward. Created and driven by DistributedDataParallel.
 class Reducer {
  public:
   /// Buckets `params` (name, tensor) in reverse order: the first bucket closes once it holds
-  /// `first_bucket_bytes` or more, the others at `bucket_bytes` (PyTorch: 1 MiB, then 25 MiB);
+  /// `options.first_bucket_bytes()` or more, the others at `options.bucket_bytes()`;
   /// parameters of different dtypes or devices never share a bucket. Registers one
-  /// post-accumulate-grad hook per parameter. `find_unused_parameters` and
-  /// `gradient_as_bucket_view`: see DistributedDataParallelOptions.
-  Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group, int64_t first_bucket_bytes,
-          int64_t bucket_bytes, bool find_unused_parameters, bool gradient_as_bucket_view);
+  /// post-accumulate-grad hook per parameter.
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGroup& group,
+          const ReducerOptions& options = ReducerOptions());
   /// Removes the hooks.
   ~Reducer();
   Reducer(const Reducer&) = delete;             ///< Owns hooks that point back at it.

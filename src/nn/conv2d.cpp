@@ -11,15 +11,18 @@ namespace {
 std::string pair_str(int64_t value) { return "(" + std::to_string(value) + ", " + std::to_string(value) + ")"; }
 }  // namespace
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t padding,
-               bool bias)
-    : in_channels(in_channels), out_channels(out_channels), kernel_size(kernel_size), stride(stride), padding(padding) {
+Conv2d::Conv2d(const Conv2dOptions& options)
+    : in_channels(options.in_channels()),
+      out_channels(options.out_channels()),
+      kernel_size(options.kernel_size()),
+      stride(options.stride()),
+      padding(options.padding()) {
   LOCKSTEP_CHECK(in_channels > 0 && out_channels > 0 && kernel_size > 0 && stride > 0 && padding >= 0,
                  "Conv2d: expected positive channels, kernel_size and stride and padding >= 0, got in_channels=",
                  in_channels, ", out_channels=", out_channels, ", kernel_size=", kernel_size, ", stride=", stride,
                  ", padding=", padding);
   weight = register_parameter("weight", empty({out_channels, in_channels, kernel_size, kernel_size}));
-  if (bias) this->bias = register_parameter("bias", empty({out_channels}));
+  if (options.bias()) bias = register_parameter("bias", empty({out_channels}));
   reset_parameters();
 }
 
@@ -42,7 +45,8 @@ std::string Conv2d::extra_repr() const {
 }
 
 std::shared_ptr<Module> Conv2d::clone_structure() const {
-  return std::make_shared<Conv2d>(in_channels, out_channels, kernel_size, stride, padding, bias.defined());
+  return std::make_shared<Conv2d>(
+      Conv2dOptions(in_channels, out_channels, kernel_size).stride(stride).padding(padding).bias(bias.defined()));
 }
 
 }  // namespace lockstep

@@ -8,6 +8,15 @@
 
 namespace lockstep {
 
+namespace {
+// Whether a SkipInitGuard lives on this thread.
+thread_local bool skipping_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : was_skipping_(skipping_init) { skipping_init = true; }
+
+SkipInitGuard::~SkipInitGuard() { skipping_init = was_skipping_; }
+
 int64_t fan_in(const Tensor& tensor) {
   LOCKSTEP_CHECK(tensor.dim() >= 2, "fan_in: expected a weight with at least 2 dimensions (out, in, ...), got shape ",
                  shape_str(tensor.shape()));
@@ -19,6 +28,7 @@ int64_t fan_in(const Tensor& tensor) {
 
 const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* generator) {
   LOCKSTEP_CHECK(lo <= hi, "uniform_: expected lo <= hi, got lo = ", lo, " and hi = ", hi);
+  if (skipping_init) return tensor;
   NoGradGuard no_grad;
   // Draw in f64 on the CPU, then convert once, so the values do not depend on the target dtype.
   const Tensor values = rand(tensor.shape(), TensorOptions().dtype(DType::f64), generator) * (hi - lo) + lo;

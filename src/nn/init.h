@@ -39,6 +39,24 @@ const Tensor& zeros_(const Tensor& tensor);
 /// Fills `tensor` with ones; returns it.
 const Tensor& ones_(const Tensor& tensor);
 
+/// While one lives, the functions above that draw random numbers (uniform_, kaiming_uniform_,
+/// reset_weight_and_bias_) leave their tensor as it is and draw nothing, on the calling thread
+/// (PyTorch's torch.nn.utils.skip_init does this for one module). For modules whose values are
+/// about to be overwritten, such as DataParallel's replicas: building them leaves the random
+/// numbers a training draws as they were.
+class SkipInitGuard {
+ public:
+  /// Skips drawing on this thread until destroyed.
+  SkipInitGuard();
+  /// Draws again, unless an outer guard still lives.
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;             ///< A guard is one scope.
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;  ///< A guard is one scope.
+
+ private:
+  bool was_skipping_;
+};
+
 /// PyTorch's default initialisation of a Linear or Conv2d layer (their reset_parameters):
 /// weight kaiming_uniform_ with a = sqrt(5), which makes it uniform in +-1/sqrt(fan_in), and
 /// bias (if defined) uniform in the same range.

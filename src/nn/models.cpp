@@ -8,15 +8,18 @@
 namespace lockstep {
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false));
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(
+                                       Conv2dOptions(in_planes, planes, 3).stride(stride).padding(1).bias(false)));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
-  conv2 = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, false));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(Conv2dOptions(planes, planes, 3).padding(1).bias(false)));
   bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
   // The shortcut must match the main path's output shape to be added to it.
   if (stride != 1 || in_planes != planes) {
-    downsample = register_module("downsample", std::make_shared<Sequential>(
-                                                   std::make_shared<Conv2d>(in_planes, planes, 1, stride, 0, false),
-                                                   std::make_shared<BatchNorm2d>(planes)));
+    downsample = register_module(
+        "downsample",
+        std::make_shared<Sequential>(
+            std::make_shared<Conv2d>(Conv2dOptions(in_planes, planes, 1).stride(stride).bias(false)),
+            std::make_shared<BatchNorm2d>(planes)));
   }
 }
 
@@ -29,7 +32,7 @@ Tensor BasicBlock::forward(const Tensor& input) {
 }
 
 ResNet::ResNet(int64_t in_channels, int64_t num_classes) {
-  conv1 = register_module("conv1", std::make_shared<Conv2d>(in_channels, 16, 3, 1, 1, false));
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(Conv2dOptions(in_channels, 16, 3).padding(1).bias(false)));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(16));
   layer1 = register_module("layer1", std::make_shared<Sequential>(std::make_shared<BasicBlock>(16, 16)));
   layer2 = register_module("layer2", std::make_shared<Sequential>(std::make_shared<BasicBlock>(16, 32, 2)));

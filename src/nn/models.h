@@ -4,52 +4,8 @@
 /// CIFAR-10 (3 x 32 x 32). All have 10 classes.
 ///
 /// Each is built so that the same definition in PyTorch gives the same state_dict keys and the
-/// same parameter shapes, so a checkpoint can be compared key by key. The PyTorch definitions:
-///
-///     import torch.nn as nn, torch.nn.functional as F
-///
-///     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
-///                         nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-///     # 235,146 parameters; keys 1.weight, 1.bias, 3.weight, 3.bias, 5.weight, 5.bias
-///
-///     cnn = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),   # 28 -> 26 -> 13
-///                         nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),  # 13 -> 11 -> 5
-///                         nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(),     # 64 * 5 * 5 = 1600
-///                         nn.Linear(128, 10))
-///     # 225,034 parameters; keys 0.*, 3.*, 7.*, 9.*
-///
-///     class BasicBlock(nn.Module):
-///         def __init__(self, in_planes, planes, stride=1):
-///             super().__init__()
-///             self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
-///             self.bn1 = nn.BatchNorm2d(planes)
-///             self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
-///             self.bn2 = nn.BatchNorm2d(planes)
-///             self.downsample = None
-///             if stride != 1 or in_planes != planes:
-///                 self.downsample = nn.Sequential(
-///                     nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
-///         def forward(self, x):
-///             out = F.relu(self.bn1(self.conv1(x)))
-///             out = self.bn2(self.conv2(out))
-///             identity = x if self.downsample is None else self.downsample(x)
-///             return F.relu(out + identity)
-///
-///     class ResNet(nn.Module):
-///         def __init__(self, in_channels=3, num_classes=10):
-///             super().__init__()
-///             self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
-///             self.bn1 = nn.BatchNorm2d(16)
-///             self.layer1 = nn.Sequential(BasicBlock(16, 16))
-///             self.layer2 = nn.Sequential(BasicBlock(16, 32, stride=2))
-///             self.layer3 = nn.Sequential(BasicBlock(32, 64, stride=2))
-///             self.fc = nn.Linear(64, num_classes)
-///         def forward(self, x):
-///             x = F.relu(self.bn1(self.conv1(x)))
-///             x = self.layer3(self.layer2(self.layer1(x)))
-///             return self.fc(x.mean((2, 3)))  # global average pooling
-///     # 78,042 parameters; keys conv1.weight, bn1.*, layer1.0.conv1.weight, ...,
-///     # layer2.0.downsample.0.weight, layer2.0.downsample.1.running_mean, ..., fc.bias
+/// same parameter shapes, so a checkpoint can be compared key by key; @ref chapter2, section 2,
+/// lists those PyTorch definitions.
 ///
 /// The ResNet is ResNet-8 in the CIFAR style of He et al. (2016): one basic block per stage,
 /// convolutions before a BatchNorm without bias, as torchvision's. Unlike torchvision, the

@@ -238,8 +238,7 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
 // ---- printing ------------------------------------------------------------------------------
 
 Tensor Module::operator()(const Tensor& input) {
-  if (!trace_enabled()) return forward(input);
-  const RecordFunction span(name() + ".forward", "module");
+  const RecordFunction span([this] { return name() + ".forward"; }, "module");
   return forward(input);
 }
 

@@ -3,13 +3,11 @@
 #include <cmath>
 #include <utility>
 
-#include "tensor/autograd/grad_mode.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/strided_loop.h"
 #include "optim/adam_rule.h"
 #include "optim/cuda/fused_updates.h"
-#include "util/trace.h"
 
 namespace lockstep {
 
@@ -45,47 +43,37 @@ Adam::Adam(std::string name, std::vector<Tensor> params, const AdamOptions& opti
 AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& options)
     : Adam("AdamW", std::move(params), options, /*decoupled_weight_decay=*/true) {}
 
-void Adam::step() {
-  // Like torch.optim's step, which runs under torch.no_grad(): updates are never recorded.
-  NoGradGuard no_grad;
-  const RecordFunction span(trace_enabled() ? name() + ".step" : "", "optim");
-  for (size_t i = 0; i < params().size(); ++i) {
-    const Tensor grad = grad_for_step(i);
-    if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)
-    const Tensor& param = params()[i];
-
-    // State starts at zero on the parameter's first update.
-    Tensor& step_count = state_entry(i, "step");
-    if (!step_count.defined()) {
-      // A 0-d f32 tensor, as PyTorch's torch.tensor(0.), kept on the CPU even for a GPU
-      // parameter (as PyTorch does): the bias corrections below need t on the host.
-      step_count = zeros({});
-      state_entry(i, "exp_avg") = zeros_like(param);
-      state_entry(i, "exp_avg_sq") = zeros_like(param);
-    }
-    const double t = ++*step_count.data_ptr<float>();
-
-    AdamStep s{lr(), beta1_, beta2_, eps_, weight_decay_, decoupled_weight_decay_, 0.0, 0.0};
-    s.step_size = s.lr / (1.0 - std::pow(beta1_, t));
-    s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t));
-    const Tensor& exp_avg = state_entry(i, "exp_avg");
-    const Tensor& exp_avg_sq = state_entry(i, "exp_avg_sq");
-    dispatch_floating(param.dtype(), name().c_str(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const AdamConstants<T> c = adam_constants<T>(s);
-      // The same rule on either device: a loop here, one fused kernel on a GPU.
-      if (param.device().is_cuda()) {
-        cuda::adam_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
-                          exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), c);
-      } else {
-        adam_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
-                    exp_avg_sq.data_ptr<T>(), c);
-      }
-    });
-    // Written through their pointers, so counted here: a graph that saved the old weights must
-    // not backward through the new ones.
-    for (const Tensor& written : {param, step_count, exp_avg, exp_avg_sq}) increment_version(written);
+void Adam::update(size_t param_index, const Tensor& param, const Tensor& grad) {
+  // State starts at zero on the parameter's first update.
+  Tensor& step_count = state_entry(param_index, "step");
+  if (!step_count.defined()) {
+    // A 0-d f32 tensor, as PyTorch's torch.tensor(0.), kept on the CPU even for a GPU
+    // parameter (as PyTorch does): the bias corrections below need t on the host.
+    step_count = zeros({});
+    state_entry(param_index, "exp_avg") = zeros_like(param);
+    state_entry(param_index, "exp_avg_sq") = zeros_like(param);
   }
+  const double t = ++*step_count.data_ptr<float>();
+
+  AdamStep s{lr(), beta1_, beta2_, eps_, weight_decay_, decoupled_weight_decay_, 0.0, 0.0};
+  s.step_size = s.lr / (1.0 - std::pow(beta1_, t));
+  s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t));
+  const Tensor& exp_avg = state_entry(param_index, "exp_avg");
+  const Tensor& exp_avg_sq = state_entry(param_index, "exp_avg_sq");
+  dispatch_floating(param.dtype(), name().c_str(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const AdamConstants<T> c = adam_constants<T>(s);
+    // The same rule on either device: a loop here, one fused kernel on a GPU.
+    if (param.device().is_cuda()) {
+      cuda::adam_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
+                        exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), c);
+    } else {
+      adam_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
+                  exp_avg_sq.data_ptr<T>(), c);
+    }
+  });
+  // Written through their pointers, so counted here (step() counts the parameter's write).
+  for (const Tensor& written : {step_count, exp_avg, exp_avg_sq}) increment_version(written);
 }
 
 }  // namespace lockstep

@@ -60,8 +60,9 @@ class Adam : public Optimizer {
   /// as PyTorch does.
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
 
-  /// One update of every parameter that has a gradient.
-  void step() override;
+  /// Adam's rule for one parameter (see the class comment); keeps "step", "exp_avg" and
+  /// "exp_avg_sq".
+  void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
 
  protected:
   /// The constructor AdamW shares: `name` for messages, and where the weight decay acts

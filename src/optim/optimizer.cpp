@@ -2,8 +2,10 @@
 
 #include <utility>
 
+#include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/zero_grad.h"
 #include "core/error.h"
+#include "util/trace.h"
 
 namespace lockstep {
 
@@ -37,6 +39,20 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, double lr)
 void Optimizer::set_lr(double lr) {
   LOCKSTEP_CHECK(lr >= 0.0, name_, ": expected a learning rate >= 0, got ", lr);
   lr_ = lr;
+}
+
+void Optimizer::step() {
+  // Updates are never recorded, as in torch.optim, whose step runs under torch.no_grad().
+  NoGradGuard no_grad;
+  const RecordFunction span([this] { return name_ + ".step"; }, "optim");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor grad = grad_for_step(i);
+    if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)
+    update(i, params_[i], grad);
+    // Written through its pointer, so counted here: a graph that saved the old weights must
+    // not backward through the new ones.
+    increment_version(params_[i]);
+  }
 }
 
 void Optimizer::zero_grad(bool set_to_none) { lockstep::zero_grad(params_, set_to_none); }

@@ -1,7 +1,8 @@
 /// \file
 /// Optimizer: the base of every optimiser (torch.optim.Optimizer). It holds the parameters, the
 /// learning rate and each parameter's state (momentum buffers, moment estimates), and clears
-/// gradients with zero_grad(). Subclasses implement step(), one fused loop per parameter.
+/// gradients with zero_grad(). step() is the same walk for every optimiser; a subclass supplies
+/// only its update rule for one parameter, one fused loop (update()).
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,11 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  /// Updates every parameter that has a gradient; parameters whose grad() is undefined are
-  /// skipped, exactly as PyTorch skips those whose .grad is None.
-  virtual void step() = 0;
+  /// Updates every parameter that has a gradient with the subclass's rule (update()), under
+  /// NoGradGuard as torch.optim's step runs under torch.no_grad(); parameters whose grad() is
+  /// undefined are skipped, exactly as PyTorch skips those whose .grad is None. While tracing
+  /// it is one span, "SGD.step".
+  void step();
 
   /// Clears every parameter's gradient: `set_to_none` drops it (grad() becomes undefined, the
   /// default since PyTorch 2.0); otherwise it is filled with zeros in place, so that a following
@@ -56,14 +59,20 @@ class Optimizer {
 
   /// The optimiser's name, as error messages use it.
   const std::string& name() const { return name_; }
-  /// The gradient parameter `param_index` is updated with, contiguous; undefined when the
-  /// parameter has none (skip it). Checks that the parameter can still be updated in place
-  /// (it may have been moved since construction) and that the gradient matches it.
-  Tensor grad_for_step(size_t param_index) const;
+  /// The update rule: writes the new value of parameter `param_index` (`param`) into its memory
+  /// from `grad` (contiguous, of its shape, dtype and device), and its state. Called by step()
+  /// under NoGradGuard, only for parameters that have a gradient; step() counts the write in
+  /// the parameter's version, the rule counts those of the state tensors it writes.
+  virtual void update(size_t param_index, const Tensor& param, const Tensor& grad) = 0;
   /// Mutable state of parameter `param_index`, by name (created empty on first use).
   Tensor& state_entry(size_t param_index, const std::string& name) { return state_[param_index][name]; }
 
  private:
+  // The gradient parameter `param_index` is updated with, contiguous; undefined when the
+  // parameter has none (skip it). Checks that the parameter can still be updated in place
+  // (it may have been moved since construction) and that the gradient matches it.
+  Tensor grad_for_step(size_t param_index) const;
+
   std::string name_;
   std::vector<Tensor> params_;
   double lr_;

@@ -2,13 +2,11 @@
 
 #include <utility>
 
-#include "tensor/autograd/grad_mode.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/strided_loop.h"
 #include "optim/cuda/fused_updates.h"
 #include "optim/sgd_rule.h"
-#include "util/trace.h"
 
 namespace lockstep {
 
@@ -41,39 +39,28 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
                  " and dampening ", dampening_);
 }
 
-void SGD::step() {
-  // Like torch.optim's step, which runs under torch.no_grad(): updates are never recorded.
-  NoGradGuard no_grad;
-  const RecordFunction span(trace_enabled() ? name() + ".step" : "", "optim");
-  for (size_t i = 0; i < params().size(); ++i) {
-    const Tensor grad = grad_for_step(i);
-    if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)
-    const Tensor& param = params()[i];
-
-    SGDStep s{lr(), momentum_, dampening_, weight_decay_, nesterov_, false};
-    Tensor buf;
-    if (momentum_ != 0.0) {
-      Tensor& entry = state_entry(i, "momentum_buffer");
-      s.first_step = !entry.defined();
-      if (s.first_step) entry = empty_like(param);
-      buf = entry;
-    }
-    dispatch_floating(param.dtype(), "SGD", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const SGDConstants<T> c = sgd_constants<T>(s);
-      T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
-      // The same rule on either device: a loop here, one fused kernel on a GPU.
-      if (param.device().is_cuda()) {
-        cuda::sgd_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
-      } else {
-        sgd_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
-      }
-    });
-    // Written through their pointers, so counted here: a graph that saved the old weights must
-    // not backward through the new ones.
-    increment_version(param);
-    if (buf.defined()) increment_version(buf);
+void SGD::update(size_t param_index, const Tensor& param, const Tensor& grad) {
+  SGDStep s{lr(), momentum_, dampening_, weight_decay_, nesterov_, false};
+  Tensor buf;
+  if (momentum_ != 0.0) {
+    Tensor& entry = state_entry(param_index, "momentum_buffer");
+    s.first_step = !entry.defined();
+    if (s.first_step) entry = empty_like(param);
+    buf = entry;
   }
+  dispatch_floating(param.dtype(), "SGD", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const SGDConstants<T> c = sgd_constants<T>(s);
+    T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
+    // The same rule on either device: a loop here, one fused kernel on a GPU.
+    if (param.device().is_cuda()) {
+      cuda::sgd_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+    } else {
+      sgd_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+    }
+  });
+  // Written through its pointer, so counted here (step() counts the parameter's write).
+  if (buf.defined()) increment_version(buf);
 }
 
 }  // namespace lockstep

@@ -61,8 +61,8 @@ class SGD : public Optimizer {
   /// as PyTorch does.
   SGD(std::vector<Tensor> params, const SGDOptions& options);
 
-  /// One update of every parameter that has a gradient.
-  void step() override;
+  /// SGD's rule for one parameter (see the class comment); keeps "momentum_buffer".
+  void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
 
  private:
   double momentum_;

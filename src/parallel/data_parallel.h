@@ -14,20 +14,10 @@
 #include "core/device.h"
 #include "tensor/tensor.h"
 #include "nn/module.h"
-#include "parallel/replicate.h"
+#include "parallel/data_parallel_timer.h"
+#include "util/trace.h"
 
 namespace lockstep {
-
-/// Seconds spent in each phase of DataParallel's steps, summed since the last reset. Without
-/// profiling a GPU phase's time is only the time to queue its work.
-struct DataParallelTimes {
-  double scatter = 0.0;    ///< Cutting the batch and sending the chunks to their devices.
-  double replicate = 0.0;  ///< Copying parameters and buffers into the replicas.
-  double forward = 0.0;    ///< parallel_apply: the replicas' forward passes.
-  double gather = 0.0;     ///< Joining the outputs on the output device.
-  double reduce = 0.0;     ///< During backward: sending replicas' gradients back to devices[0].
-  int64_t steps = 0;       ///< Forward passes counted.
-};
 
 /// Wraps `module` (already on devices[0]) to run on several devices at once, like
 /// torch.nn.DataParallel(module, device_ids, output_device). Devices may repeat: several CPU
@@ -39,7 +29,7 @@ struct DataParallelTimes {
 class DataParallel : public Module {
  public:
   /// Replicas on `devices` (at least one); outputs gathered on `output_device` (devices[0] by
-  /// default). The replicas' modules are built here (Module::clone_structure) and again by a
+  /// default). The replicas' modules are built here (make_replica_shells) and again by a
   /// forward pass that finds the model changed (its str(): a layer added, Dropout's p set).
   /// Between steps they keep the last step's copies: n - 1 copies of the model's weights.
   DataParallel(std::shared_ptr<Module> module, std::vector<Device> devices,
@@ -57,29 +47,30 @@ class DataParallel : public Module {
   /// Where outputs are gathered.
   Device output_device() const { return output_device_; }
 
-  /// With `enabled`, every phase waits for its devices before its clock stops, so that
-  /// times() reports what the work took rather than how long it took to queue (a few
-  /// synchronisations per step; nothing changes on the CPU).
-  void set_profiling(bool enabled);
-  /// The phases' times so far (reduce: during backward passes of this module's outputs).
-  DataParallelTimes times() const;
+  /// With `enabled`, every phase waits for the devices as it starts and before its clock
+  /// stops, so that times() reports what the work took rather than how long it took to queue
+  /// (a few synchronisations per step; nothing changes on the CPU).
+  void set_profiling(bool enabled) { timer_->set_synchronize(enabled); }
+  /// The phases' times so far (reduce: during backward passes of this module's outputs). They
+  /// are the spans the phases open (DataParallelTimer), summed while this DataParallel lives.
+  DataParallelTimes times() const { return timer_->times(); }
   /// Sets every time back to zero.
-  void reset_times();
+  void reset_times() { timer_->reset(); }
 
  private:
   // Throws unless every parameter and buffer is on devices_[0], naming the first that is not.
   void check_module_device() const;
-  // With profiling on, waits for the work queued on `devices` (a no-op for the CPU).
-  void wait_if_profiling(const std::vector<Device>& devices) const;
+  // The replicas for this step, one per device of `used`, filled with the module's weights
+  // (built again first if the model has changed since they were built).
+  std::vector<std::shared_ptr<Module>> replicas_for(const std::vector<Device>& used);
 
   std::shared_ptr<Module> module_;
   std::vector<Device> devices_;
   Device output_device_;
   std::vector<std::shared_ptr<Module>> replicas_;
   std::string replicas_built_for_;  // module_->str() when replicas_ were built
-  std::shared_ptr<GradientReturnClock> clock_ = std::make_shared<GradientReturnClock>();
-  bool profiling_ = false;
-  DataParallelTimes times_;
+  std::shared_ptr<DataParallelTimer> timer_;
+  SpanObservation timing_;  // sends the phases' spans to timer_ while this lives
 };
 
 }  // namespace lockstep

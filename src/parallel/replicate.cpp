@@ -1,12 +1,10 @@
 #include "parallel/replicate.h"
 
-#include <chrono>
 #include <typeinfo>
 
 #include "tensor/autograd/node.h"
-#include "core/cuda/context.h"
 #include "core/error.h"
-#include "core/generator.h"
+#include "nn/init.h"
 #include "util/trace.h"
 
 namespace lockstep {
@@ -66,31 +64,18 @@ void copy_training_flags(const Module& module, Module& replica) {
 }  // namespace
 
 std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, size_t count) {
-  // Each layer's constructor draws initial weights; put the generator back as it was.
-  const Generator saved = [] {
-    const auto lock = lock_default_generator(nullptr);
-    return default_generator();
-  }();
-  const auto restore = [&saved] {
-    const auto lock = lock_default_generator(nullptr);
-    default_generator() = saved;
-  };
+  // fill_replicas overwrites every value: the layers need not draw initial weights.
+  const SkipInitGuard no_draws;
   std::vector<std::shared_ptr<Module>> shells;
-  try {
-    for (size_t i = 0; i < count; ++i) {
-      shells.push_back(module.clone_structure());
-      check_same_layout(module, *shells.back());
-    }
-  } catch (...) {
-    restore();
-    throw;
+  for (size_t i = 0; i < count; ++i) {
+    shells.push_back(module.clone_structure());
+    check_same_layout(module, *shells.back());
   }
-  restore();
   return shells;
 }
 
 void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Module>>& replicas,
-                   const std::vector<Device>& devices, const std::shared_ptr<GradientReturnClock>& clock) {
+                   const std::vector<Device>& devices) {
   const RecordFunction span("replicate", "parallel");
   LOCKSTEP_CHECK(replicas.size() == devices.size(), "replicate: ", replicas.size(), " replicas for ", devices.size(),
                  " devices; expected one replica per device");
@@ -116,22 +101,12 @@ void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Modul
       const Tensor& copy = replica_parameters[j].second;
       const Device source = original.device();
       const Tensor linked = record(data_for(original, i, device), "BroadcastBackward", {original},
-                                   [source, clock](const Tensor& grad) {
+                                   [source](const Tensor& grad) {
                                      // On the original's device already: nothing to send.
                                      if (grad.device() == source) return std::vector<Tensor>{grad};
-                                     // Timed, the copy alone: the backward kernels queued before
-                                     // it on either GPU finish first.
-                                     if (clock && clock->synchronize) {
-                                       for (Device d : {grad.device(), source}) if (d.is_cuda()) cuda::synchronize(d);
-                                     }
-                                     const auto start = std::chrono::steady_clock::now();
-                                     Tensor back = grad.to(source);
-                                     if (clock) {
-                                       if (clock->synchronize && source.is_cuda()) cuda::synchronize(source);
-                                       clock->nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                                 std::chrono::steady_clock::now() - start).count();
-                                     }
-                                     return std::vector<Tensor>{back};
+                                     // The gradient's way back, DataParallel's "reduce" phase.
+                                     const RecordFunction span("reduce", "parallel");
+                                     return std::vector<Tensor>{grad.to(source)};
                                    });
       copy.set_data(linked);
       copy.set_grad_fn(linked.grad_fn());  // null when nothing is recorded (no_grad, frozen)

@@ -5,8 +5,6 @@
 /// original parameters' grad: nothing else has to reduce them.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -15,19 +13,11 @@
 
 namespace lockstep {
 
-/// Time spent sending replicas' gradients back to the original parameters' device during
-/// backward (the "reduce" of DataParallel's step), summed by the nodes that do it. Gradients
-/// already on that device are not sent, and not timed: adding them up is part of backward.
-struct GradientReturnClock {
-  std::atomic<int64_t> nanoseconds{0};  ///< Total so far.
-  bool synchronize = false;             ///< Wait for the work queued before each copy, and then for the copy, so the clock times the copy alone.
-};
-
 /// `count` new modules shaped like `module`, built with Module::clone_structure(): the shells
 /// that fill_replicas() fills every step. Throws when a clone differs from the module in a
-/// class, a parameter or a buffer (a class that does not override clone_structure()). Building them draws initial weights that are thrown
-/// away, so the default generator is restored afterwards: wrapping a model in DataParallel does
-/// not change the random numbers the training draws.
+/// class, a parameter or a buffer (a class that does not override clone_structure()). They are
+/// built under SkipInitGuard, so their layers draw no initial weights: wrapping a model in
+/// DataParallel does not change the random numbers the training draws.
 std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, size_t count);
 
 /// Makes replicas[i] a copy of `module` on devices[i] for this step (replicas and devices of the
@@ -39,9 +29,10 @@ std::vector<std::shared_ptr<Module>> make_replica_shells(const Module& module, s
 /// - buffers are copied without autograd; replica 0 on the module's device shares them, so its
 ///   BatchNorm running statistics are the only ones that survive the step;
 /// - each module of a replica gets the training mode of its original.
-/// `clock`, when given, times the gradients' way back during backward.
+/// On a trace (util/trace.h), filling is one span, "replicate", and each gradient sent back to
+/// the original's device during backward one span, "reduce" (both of category "parallel").
 void fill_replicas(const Module& module, const std::vector<std::shared_ptr<Module>>& replicas,
-                   const std::vector<Device>& devices, const std::shared_ptr<GradientReturnClock>& clock = nullptr);
+                   const std::vector<Device>& devices);
 
 /// New replicas of `module`, one per device (make_replica_shells + fill_replicas), like
 /// torch.nn.parallel.replicate.

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -41,6 +44,41 @@ struct Recording {
 Recording& recording() {
   static Recording r;
   return r;
+}
+
+// Who observes spans, by category. `count` lets a span that nobody observes skip the lock.
+struct Observers {
+  std::atomic<int> count{0};
+  std::mutex mutex;
+  std::vector<std::pair<const char*, std::shared_ptr<SpanObserver>>> list;
+};
+
+Observers& observers() {
+  static Observers o;
+  return o;
+}
+
+// Whether any observer wants spans of `category`.
+bool observed(const char* category) {
+  Observers& o = observers();
+  if (o.count.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard<std::mutex> lock(o.mutex);
+  for (const auto& [observed_category, observer] : o.list) {
+    if (std::strcmp(observed_category, category) == 0) return true;
+  }
+  return false;
+}
+
+// The observers of `category` now, kept by the span until it closes.
+std::vector<std::shared_ptr<SpanObserver>> observers_of(const char* category) {
+  std::vector<std::shared_ptr<SpanObserver>> found;
+  Observers& o = observers();
+  if (o.count.load(std::memory_order_relaxed) == 0) return found;
+  std::lock_guard<std::mutex> lock(o.mutex);
+  for (const auto& [observed_category, observer] : o.list) {
+    if (std::strcmp(observed_category, category) == 0) found.push_back(observer);
+  }
+  return found;
 }
 
 // The calling thread's row: 0 for the main thread (on Linux the thread whose id is the
@@ -86,18 +124,58 @@ void set_trace_thread_name(const std::string& name) {
   r.row_names[row] = name;
 }
 
-RecordFunction::RecordFunction(const char* name, const char* category)
-    : RecordFunction(std::string(trace_enabled() ? name : ""), category) {}
+SpanObservation::SpanObservation(const char* category, std::shared_ptr<SpanObserver> observer)
+    : observer_(std::move(observer)) {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  o.list.emplace_back(category, observer_);
+  o.count = static_cast<int>(o.list.size());
+}
 
-RecordFunction::RecordFunction(std::string name, const char* category)
-    : active_(false), name_(std::move(name)), category_(category) {
-  active_ = trace_enabled() && !name_.empty();
-  if (active_) start_us_ = trace_clock_us();
+SpanObservation::~SpanObservation() {
+  Observers& o = observers();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  for (auto it = o.list.begin(); it != o.list.end(); ++it) {
+    if (it->second == observer_) {
+      o.list.erase(it);
+      break;
+    }
+  }
+  o.count = static_cast<int>(o.list.size());
+}
+
+bool RecordFunction::wanted(const char* category) {
+  return trace_enabled() || observed(category);
+}
+
+RecordFunction::RecordFunction(const char* name, const char* category) : category_(category) {
+  if (wanted(category)) open(name);
+}
+
+void RecordFunction::open(std::string name) {
+  if (name.empty()) return;
+  active_ = true;
+  name_ = std::move(name);
+  observers_ = observers_of(category_);
+  // The observers settle first (a profiler waits for its GPUs), so that the clock starts after.
+  for (const auto& observer : observers_) observer->before_clock();
+  start_us_ = trace_clock_us();
 }
 
 RecordFunction::~RecordFunction() {
-  if (!active_ || !trace_enabled()) return;
-  const double end_us = trace_clock_us();
+  if (!active_) return;
+  double end_us = 0.0;
+  // A destructor must not throw (it may run while an exception unwinds the stack): an
+  // observer that fails, a profiler whose GPU wait reports an error, says so on stderr.
+  try {
+    for (const auto& observer : observers_) observer->before_clock();
+    end_us = trace_clock_us();
+    for (const auto& observer : observers_) observer->span_closed(name_, (end_us - start_us_) * 1e-6);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "trace: an observer of the span '%s' failed: %s\n", name_.c_str(), error.what());
+    end_us = trace_clock_us();
+  }
+  if (!trace_enabled()) return;
   Recording& r = recording();
   const int row = this_row();
   std::lock_guard<std::mutex> lock(r.mutex);

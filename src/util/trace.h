@@ -5,7 +5,7 @@
 ///
 /// Tracing is off until a program calls enable_trace() (chapter 4 does for `--trace FILE`).
 /// Then each RecordFunction adds one span, its name, start and duration, to the row of the
-/// thread that made it:
+/// thread that made it (a name built at run time is built only then):
 ///
 ///     main        |-- forward --|------------- backward -------------|- step -|
 ///     MPI worker                                    |- all_reduce 879 KiB -|
@@ -15,10 +15,16 @@
 /// collectives, which run on the GPU, have none. Times come from the
 /// steady clock, which every process on one machine shares, so the spans of different ranks
 /// line up (distributed/export_trace.h merges them into one file).
+///
+/// The same spans reach a SpanObserver whether tracing is on or not: DataParallel's phase times
+/// are the sums of the spans that scatter, replicate, parallel_apply and gather open.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace lockstep {
 
@@ -39,28 +45,77 @@ double trace_clock_us();
 /// When enable_trace() was last called, on trace_clock_us()'s clock (0 if it never was).
 double trace_start_us();
 
-/// Times its own lifetime as one span on the calling thread's row when tracing is on
-/// (PyTorch's `with torch.profiler.record_function(name):`); when it is off it costs a check and
-/// copies nothing. Spans nest: one opened inside another's lifetime is drawn beneath it. An
-/// empty name records nothing, which makes a span conditional: `RecordFunction span(x ? "a" : "")`.
+/// Receives the spans of one category as they open and close, on the thread that makes them,
+/// whether or not tracing is on (PyTorch's RecordFunction callbacks, on which its profiler is
+/// built). It is how a timing layer sums the phases of an algorithm whose code only opens
+/// spans: see observe_spans().
+class SpanObserver {
+ public:
+  virtual ~SpanObserver() = default;
+  /// Runs as a span opens and again as it closes, each time just before the span's clock is
+  /// read: a profiler of GPU work waits for its devices here, so that the span times the work
+  /// rather than its queueing. Does nothing by default.
+  virtual void before_clock() {}
+  /// A span named `name` closed, `seconds` after it opened.
+  virtual void span_closed(const std::string& name, double seconds) = 0;
+};
+
+/// Sends every span of one category to one observer for as long as it lives (a scope, or a
+/// member of the object that wants the times).
+class SpanObservation {
+ public:
+  /// Starts sending the spans of `category` (a string literal, compared by its text) to
+  /// `observer`, from every thread, until this is destroyed.
+  SpanObservation(const char* category, std::shared_ptr<SpanObserver> observer);
+  /// Stops sending; a span that is open at that moment may still reach the observer when it
+  /// closes (the observer is kept alive until then).
+  ~SpanObservation();
+  SpanObservation(const SpanObservation&) = delete;             ///< One registration, one owner.
+  SpanObservation& operator=(const SpanObservation&) = delete;  ///< One registration, one owner.
+
+ private:
+  std::shared_ptr<SpanObserver> observer_;
+};
+
+/// Times its own lifetime as one span (PyTorch's `with torch.profiler.record_function(name):`),
+/// on the calling thread's row when tracing is on and to the observers of its category
+/// (SpanObservation); when nobody records, it costs a check or two. Spans nest: one opened
+/// inside another's lifetime is drawn beneath it. An empty name records nothing, which makes a
+/// span conditional: `RecordFunction span(x ? "a" : "")`.
+///
+/// A name built at run time is built by a callable, called only when the span is recorded,
+/// so that a program that records nothing pays nothing for it:
+///
+///     const RecordFunction span([&] { return name() + ".step"; }, "optim");
 class RecordFunction {
  public:
-  /// Opens a span named `name` in `category` ("step", "autograd", "comm", ...; a string literal,
-  /// kept by pointer). The name is copied only when tracing is on.
+  /// Opens a span named `name` in `category` ("step", "autograd", "comm", ...; both string
+  /// literals, kept by pointer). The name is copied only when the span is recorded.
   explicit RecordFunction(const char* name, const char* category = "cpu");
-  /// The same for a name built at run time; build it only when trace_enabled(), and pass ""
-  /// otherwise: `RecordFunction span(trace_enabled() ? name() + ".step" : "", "optim")`.
-  RecordFunction(std::string name, const char* category);
-  /// Closes the span and records it.
+  /// Opens a span in `category` named by `make_name()` (a callable returning std::string),
+  /// which is called only when the span is recorded.
+  template <class MakeName, class = std::enable_if_t<std::is_invocable_r_v<std::string, MakeName&>>>
+  RecordFunction(MakeName make_name, const char* category) : category_(category) {
+    if (wanted(category)) open(make_name());
+  }
+  /// Closes the span and records it (an observer's error is reported on stderr: a destructor
+  /// does not throw).
   ~RecordFunction();
   RecordFunction(const RecordFunction&) = delete;             ///< A span is one scope.
   RecordFunction& operator=(const RecordFunction&) = delete;  ///< A span is one scope.
 
  private:
-  bool active_;
+  // Whether a span of `category` opened now is recorded: tracing is on, or it is observed.
+  static bool wanted(const char* category);
+  // Starts the span named `name` (nothing for an empty name): takes its observers, lets them
+  // wait, reads the clock.
+  void open(std::string name);
+
+  bool active_ = false;
   std::string name_;
   const char* category_;
   double start_us_ = 0.0;
+  std::vector<std::shared_ptr<SpanObserver>> observers_;
 };
 
 /// A size for a span's name: "512 B", "879 KiB", "16 MiB" (rounded to whole units, and to the

@@ -16,7 +16,7 @@ using namespace lockstep::test;
 TEST(ExportTrace, GathersEveryRanksSpansIntoOneFile) {
   const std::string path = "mpi_test_trace.json";
   enable_trace();
-  { const RecordFunction span("work of rank " + std::to_string(group().rank()), "test"); }
+  { const RecordFunction span([] { return "work of rank " + std::to_string(group().rank()); }, "test"); }
   group().all_reduce(ones({1000}));  // recorded on the MPI worker's row
   const int64_t written = export_chrome_trace(path, group());
   EXPECT_FALSE(trace_enabled());

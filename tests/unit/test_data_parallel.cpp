@@ -128,7 +128,7 @@ TEST(Replicate, LeavesTheRandomStreamAlone) {
   manual_seed(5);
   const auto model = make_model("cnn");  // draws its own weights
   manual_seed(5);
-  replicate(*model, cpus(3));  // builds three more models, whose draws are undone
+  replicate(*model, cpus(3));  // builds three more models, which draw nothing
   EXPECT_EQ(rand({4}).to_vector<float>(), expected);
 }
 

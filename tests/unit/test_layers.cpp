@@ -107,6 +107,26 @@ TEST(Init, SameSeedSameModel) {
   EXPECT_EQ(a.weight.to_vector<float>(), c.weight.to_vector<float>());
 }
 
+TEST(Init, SkipInitGuardDrawsNothing) {
+  manual_seed(4);
+  const auto expected = rand({5}).to_vector<float>();
+  manual_seed(4);
+  const Tensor filled = full({3}, 2.0);
+  {
+    const SkipInitGuard skip;
+    { const SkipInitGuard nested; }  // an inner guard leaves the outer one in force
+    Linear linear(20, 10);
+    Conv2d conv(Conv2dOptions(3, 4, 3).bias(false));
+    uniform_(filled, -1.0, 1.0);
+  }
+  EXPECT_EQ(filled.to_vector<float>(), (std::vector<float>{2, 2, 2}));  // left as it was
+  EXPECT_EQ(rand({5}).to_vector<float>(), expected);
+  // Once the guard is gone, layers draw again.
+  manual_seed(4);
+  Linear drawn(20, 10);
+  EXPECT_NE(rand({5}).to_vector<float>(), expected);
+}
+
 // ---- layers --------------------------------------------------------------------------------
 
 TEST(Layers, LinearComputesXWTransposePlusB) {
@@ -128,7 +148,7 @@ TEST(Layers, LinearComputesXWTransposePlusB) {
 
 TEST(Layers, Conv2dMatchesTheOpAndItsShape) {
   manual_seed(1);
-  Conv2d conv(2, 3, 3, 2, 1);
+  Conv2d conv(Conv2dOptions(2, 3, 3).stride(2).padding(1));
   EXPECT_EQ(conv.weight.shape(), (Shape{3, 2, 3, 3}));
   EXPECT_EQ(conv.bias.shape(), (Shape{3}));
   const Tensor x = rand({2, 2, 7, 7});
@@ -136,7 +156,7 @@ TEST(Layers, Conv2dMatchesTheOpAndItsShape) {
   // (7 + 2 - 3) / 2 + 1 = 4
   EXPECT_EQ(y.shape(), (Shape{2, 3, 4, 4}));
   EXPECT_EQ(y.to_vector<float>(), conv2d(x, conv.weight, conv.bias, 2, 1).to_vector<float>());
-  EXPECT_EQ(Conv2d(2, 3, 1, 1, 0, false).parameters().size(), 1u);
+  EXPECT_EQ(Conv2d(Conv2dOptions(2, 3, 1).bias(false)).parameters().size(), 1u);
   expect_error([&] { conv(rand({2, 3, 7, 7})); }, "Conv2d: expected input of shape (N, 2, H, W), got [2, 3, 7, 7]");
 }
 

@@ -297,7 +297,7 @@ TEST(Module, PrintsLikePyTorch) {
   EXPECT_EQ(BatchNorm2d(3, 1e-3, 0.25).str(),
             "BatchNorm2d(3, eps=0.001, momentum=0.25, affine=True, track_running_stats=True)");
   EXPECT_EQ(BatchNorm2d(16).str(), "BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)");
-  EXPECT_EQ(Conv2d(3, 4, 5, 2, 1).str(), "Conv2d(3, 4, kernel_size=(5, 5), stride=(2, 2), padding=(1, 1))");
+  EXPECT_EQ(Conv2d(Conv2dOptions(3, 4, 5).stride(2).padding(1)).str(), "Conv2d(3, 4, kernel_size=(5, 5), stride=(2, 2), padding=(1, 1))");
   EXPECT_EQ(Flatten(2).str(), "Flatten(start_dim=2, end_dim=-1)");
   EXPECT_EQ(Linear(3, 2, false).str(), "Linear(in_features=3, out_features=2, bias=False)");
   EXPECT_EQ(MaxPool2d(3, 1, 1).str(), "MaxPool2d(kernel_size=3, stride=1, padding=1, dilation=1, ceil_mode=False)");

@@ -1,11 +1,12 @@
-// The timeline of util/trace.h: spans recorded only while tracing is on, nested on the row of
-// the thread that made them, written as Chrome trace events that parse as JSON.
+// The timeline of util/trace.h: spans recorded only while tracing is on (or observed), nested on
+// the row of the thread that made them, written as Chrome trace events that parse as JSON.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -52,11 +53,62 @@ std::string row_name(const nlohmann::json& events, int tid) {
 TEST(Trace, RecordsNothingWhileOffOrUnnamed) {
   enable_trace();
   { const RecordFunction span("", "test"); }
-  { const RecordFunction span(std::string(), "test"); }
+  { const RecordFunction span([] { return std::string(); }, "test"); }
   disable_trace();
   { const RecordFunction span("ignored"); }
   EXPECT_FALSE(trace_enabled());
   EXPECT_EQ(trace_span_count(), 0);
+}
+
+TEST(Trace, ANameBuiltAtRunTimeIsBuiltOnlyWhenRecorded) {
+  int built = 0;
+  const auto make_name = [&] {
+    ++built;
+    return std::string("built");
+  };
+  { const RecordFunction span(make_name, "test"); }
+  EXPECT_EQ(built, 0);
+  enable_trace();
+  { const RecordFunction span(make_name, "test"); }
+  disable_trace();
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(trace_span_count(), 1);
+}
+
+// Sums the spans it receives by name, and counts the calls before each clock reading.
+class SummingObserver : public SpanObserver {
+ public:
+  void before_clock() override { ++clock_readings; }
+  void span_closed(const std::string& name, double seconds) override {
+    EXPECT_GE(seconds, 0.0);
+    ++closed[name];
+  }
+  int clock_readings = 0;
+  std::map<std::string, int> closed;
+};
+
+TEST(Trace, AnObserverReceivesTheSpansOfItsCategoryWhetherTracingOrNot) {
+  const auto observer = std::make_shared<SummingObserver>();
+  int built = 0;
+  {
+    const SpanObservation observation("observed", observer);
+    { const RecordFunction span("phase", "observed"); }
+    {
+      const RecordFunction span(
+          [&] {
+            ++built;
+            return std::string("phase");
+          },
+          "observed");
+    }
+    { const RecordFunction span("other category", "test"); }
+    { const RecordFunction span("", "observed"); }  // unnamed: nothing
+  }
+  { const RecordFunction span("after the observation", "observed"); }
+  EXPECT_FALSE(trace_enabled());
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(observer->closed, (std::map<std::string, int>{{"phase", 2}}));
+  EXPECT_EQ(observer->clock_readings, 4);  // as each of the two spans opened and closed
 }
 
 TEST(Trace, SpansNestOnTheRowOfTheirThread) {

@@ -82,7 +82,7 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
     // so that the nodes below it are not left waiting.
     std::vector<Tensor> input_grads;
     if (node_grad.defined()) {
-      const RecordFunction span(trace_enabled() ? node->name() : std::string(), "autograd");
+      const RecordFunction span([&] { return node->name(); }, "autograd");
       input_grads = node->apply(node_grad);
     }
     if (!retain_graph) node->release_saved();
