@@ -8,14 +8,16 @@
 #include "tensor/strided_loop.h"
 #include "optim/adam_rule.h"
 #include "optim/cuda/fused_updates.h"
+#include "tensor/ops/kernels/dispatch.h"
 
 namespace lockstep {
 
 namespace {
 // Adam on the CPU: adam_rule (optim/adam_rule.h, shared with the CUDA kernel) for each of n
-// contiguous elements, on several threads for large parameters (see sgd.cpp).
+// contiguous elements, on several threads for large parameters (see sgd.cpp for `c`).
 template <class T>
-void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamConstants<T> c) {
+void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamConstants<T>& constants) {
+  const AdamConstants<T> c = constants;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
   for (int64_t i = 0; i < n; ++i) adam_rule(i, param, grad, exp_avg, exp_avg_sq, c);
 }
@@ -64,13 +66,10 @@ void Adam::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     using T = typename decltype(tag)::type;
     const AdamConstants<T> c = adam_constants<T>(s);
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    if (param.device().is_cuda()) {
-      cuda::adam_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
-                        exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), c);
-    } else {
-      adam_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
-                  exp_avg_sq.data_ptr<T>(), c);
-    }
+    constexpr DeviceKernels<void(int64_t, T*, const T*, T*, T*, const AdamConstants<T>&)> update{adam_update<T>,
+                                                                                                 cuda::adam_update};
+    update.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
+                exp_avg_sq.data_ptr<T>(), c);
   });
   // Written through their pointers, so counted here (step() counts the parameter's write).
   for (const Tensor& written : {step_count, exp_avg, exp_avg_sq}) increment_version(written);

@@ -7,6 +7,7 @@
 #include "tensor/strided_loop.h"
 #include "optim/cuda/fused_updates.h"
 #include "optim/sgd_rule.h"
+#include "tensor/ops/kernels/dispatch.h"
 
 namespace lockstep {
 
@@ -16,10 +17,11 @@ namespace {
 // contiguous elements, on several threads for large parameters. Inlined, the rule's switches
 // become loop-invariant, and the compiler emits one vectorised loop per combination of them,
 // provided it can prove that no store to param changes them: firstprivate gives every thread
-// its own copy of `c` (shared, c would be read through a pointer that might alias param, and
-// the loops would stay scalar).
+// its own copy `c` of the constants (shared, or read through the reference, they might alias
+// param, and the loops would stay scalar).
 template <class T>
-void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T> c) {
+void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& constants) {
+  const SGDConstants<T> c = constants;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
   for (int64_t i = 0; i < n; ++i) sgd_rule(i, param, grad, buf, c);
 }
@@ -53,11 +55,9 @@ void SGD::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     const SGDConstants<T> c = sgd_constants<T>(s);
     T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    if (param.device().is_cuda()) {
-      cuda::sgd_update(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
-    } else {
-      sgd_update(param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
-    }
+    constexpr DeviceKernels<void(int64_t, T*, const T*, T*, const SGDConstants<T>&)> update{sgd_update<T>,
+                                                                                            cuda::sgd_update};
+    update.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
   });
   // Written through its pointer, so counted here (step() counts the parameter's write).
   if (buf.defined()) increment_version(buf);

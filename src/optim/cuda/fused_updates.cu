@@ -33,42 +33,42 @@ __global__ void adam_elements(int64_t n, T* param, const T* grad, T* exp_avg, T*
   }
 }
 
+// Both run on the current device, which the dispatch point (DeviceKernels::call) has made the
+// parameter's.
 template <class T>
-void launch_sgd(Device device, int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& c) {
+void launch_sgd(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& c) {
   if (n == 0) return;
-  DeviceGuard guard(device);
-  sgd_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, buf, c);
+  sgd_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(current_device())>>>(n, param, grad, buf, c);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void launch_adam(Device device, int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq,
-                 const AdamConstants<T>& c) {
+void launch_adam(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamConstants<T>& c) {
   if (n == 0) return;
-  DeviceGuard guard(device);
-  adam_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(device)>>>(n, param, grad, exp_avg, exp_avg_sq, c);
+  adam_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(current_device())>>>(n, param, grad, exp_avg,
+                                                                                     exp_avg_sq, c);
   LOCKSTEP_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void sgd_update(Device device, int64_t n, float* param, const float* grad, float* buf, const SGDConstants<float>& c) {
-  launch_sgd(device, n, param, grad, buf, c);
+void sgd_update(int64_t n, float* param, const float* grad, float* buf, const SGDConstants<float>& c) {
+  launch_sgd(n, param, grad, buf, c);
 }
 
-void sgd_update(Device device, int64_t n, double* param, const double* grad, double* buf,
+void sgd_update(int64_t n, double* param, const double* grad, double* buf,
                 const SGDConstants<double>& c) {
-  launch_sgd(device, n, param, grad, buf, c);
+  launch_sgd(n, param, grad, buf, c);
 }
 
-void adam_update(Device device, int64_t n, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+void adam_update(int64_t n, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                  const AdamConstants<float>& c) {
-  launch_adam(device, n, param, grad, exp_avg, exp_avg_sq, c);
+  launch_adam(n, param, grad, exp_avg, exp_avg_sq, c);
 }
 
-void adam_update(Device device, int64_t n, double* param, const double* grad, double* exp_avg, double* exp_avg_sq,
+void adam_update(int64_t n, double* param, const double* grad, double* exp_avg, double* exp_avg_sq,
                  const AdamConstants<double>& c) {
-  launch_adam(device, n, param, grad, exp_avg, exp_avg_sq, c);
+  launch_adam(n, param, grad, exp_avg, exp_avg_sq, c);
 }
 
 }  // namespace lockstep::cuda
