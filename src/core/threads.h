@@ -1,5 +1,5 @@
 /// \file
-/// How many CPU threads kernels use (OpenMP), set once from `--threads`.
+/// How many CPU threads kernels use (OpenMP), set once by a program before its first op.
 #pragma once
 
 namespace lockstep {

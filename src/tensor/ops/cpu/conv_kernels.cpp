@@ -107,8 +107,8 @@ int64_t batch_shares(int64_t batch) {
 }
 
 // How many groups of consecutive images the weight gradient's sum over the batch is split
-// into: a number fixed by the batch alone, so that --threads changes the speed of a training
-// run and never its bits (each group's partial sum, and the order the partial sums are added
+// into: a number fixed by the batch alone, so that the thread count changes the speed of a
+// training run and never its bits (each group's partial sum, and the order the partial sums are added
 // in, would otherwise move with the thread count). 16 groups keep up to 16 threads busy; more
 // threads than that share out only 16 groups. The partial sums cost 16 copies of dW: 1.2 MB
 // for the chapter-2 CNN's second convolution.
