@@ -35,33 +35,31 @@ LOCKSTEP_CUDA_FN(void set_gemm_backend(GemmBackend backend))
 /// otherwise GemmBackend::Cublas.
 LOCKSTEP_CUDA_FN(GemmBackend gemm_backend())
 
-/**
- * Queues `C = alpha * A * B + beta * C` on the current device's current stream; all three pointers
- * are memory of that device (the dispatch, kernels::gemm, makes it current). Same operand
- * description and rules as cpu::gemm:
- *
- * - A is (M, K): element (i, k) is `A[i * a_row_stride + k * a_col_stride]`.
- * - B is (K, N): element (k, j) is `B[k * b_row_stride + j * b_col_stride]`.
- * - C is (M, N): element (i, j) is `C[i * c_row_stride + j]` (rows are contiguous).
- *
- * Any strides work (a transposed view is the same pointer with its strides swapped). When
- * `beta == 0`, C is write-only (it may hold garbage or NaN). When `K == 0` or `alpha == 0`,
- * A and B are not read and the result is `beta * C`. Returns without waiting for the GPU.
- *
- * \param M            Rows of A and C.
- * \param N            Columns of B and C.
- * \param K            Columns of A and rows of B (the summed-over dimension).
- * \param alpha        Scale applied to the product `A * B`.
- * \param A            Device pointer to element (0, 0) of A.
- * \param a_row_stride Distance, in elements, between A(i, k) and A(i + 1, k).
- * \param a_col_stride Distance, in elements, between A(i, k) and A(i, k + 1).
- * \param B            Device pointer to element (0, 0) of B.
- * \param b_row_stride Distance, in elements, between B(k, j) and B(k + 1, j).
- * \param b_col_stride Distance, in elements, between B(k, j) and B(k, j + 1).
- * \param beta         Scale applied to the old contents of C (0 means "overwrite").
- * \param C            Device pointer to element (0, 0) of C; must not overlap A or B.
- * \param c_row_stride Distance, in elements, between C(i, j) and C(i + 1, j); at least N.
- */
+/// Queues `C = alpha * A * B + beta * C` on the current device's current stream; all three pointers
+/// are memory of that device (the dispatch, kernels::gemm, makes it current). Same operand
+/// description and rules as cpu::gemm:
+///
+/// - A is (M, K): element (i, k) is `A[i * a_row_stride + k * a_col_stride]`.
+/// - B is (K, N): element (k, j) is `B[k * b_row_stride + j * b_col_stride]`.
+/// - C is (M, N): element (i, j) is `C[i * c_row_stride + j]` (rows are contiguous).
+///
+/// Any strides work (a transposed view is the same pointer with its strides swapped). When
+/// `beta == 0`, C is write-only (it may hold garbage or NaN). When `K == 0` or `alpha == 0`,
+/// A and B are not read and the result is `beta * C`. Returns without waiting for the GPU.
+///
+/// \param M            Rows of A and C.
+/// \param N            Columns of B and C.
+/// \param K            Columns of A and rows of B (the summed-over dimension).
+/// \param alpha        Scale applied to the product `A * B`.
+/// \param A            Device pointer to element (0, 0) of A.
+/// \param a_row_stride Distance, in elements, between A(i, k) and A(i + 1, k).
+/// \param a_col_stride Distance, in elements, between A(i, k) and A(i, k + 1).
+/// \param B            Device pointer to element (0, 0) of B.
+/// \param b_row_stride Distance, in elements, between B(k, j) and B(k + 1, j).
+/// \param b_col_stride Distance, in elements, between B(k, j) and B(k, j + 1).
+/// \param beta         Scale applied to the old contents of C (0 means "overwrite").
+/// \param C            Device pointer to element (0, 0) of C; must not overlap A or B.
+/// \param c_row_stride Distance, in elements, between C(i, j) and C(i + 1, j); at least N.
 LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, float alpha,
                            const float* A, int64_t a_row_stride, int64_t a_col_stride,
                            const float* B, int64_t b_row_stride, int64_t b_col_stride,
@@ -73,31 +71,29 @@ LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, double alpha,
                            const double* B, int64_t b_row_stride, int64_t b_col_stride,
                            double beta, double* C, int64_t c_row_stride))
 
-/**
- * `batch` independent GEMMs in one call: for p in [0, batch), matrix p of each operand starts
- * `p * x_batch_stride` elements after the pointer given, and `C_p = alpha * A_p * B_p +
- * beta * C_p` as in gemm. A batch stride of 0 uses the same matrix for every product (a
- * weight shared by all images, say); C's batch stride must keep the products' outputs apart.
- * One launch instead of `batch`, which matters when each product is small.
- *
- * \param batch          Number of products.
- * \param M              Rows of every A_p and C_p.
- * \param N              Columns of every B_p and C_p.
- * \param K              Columns of A_p and rows of B_p.
- * \param alpha          Scale applied to every product.
- * \param A              Device pointer to element (0, 0) of A_0.
- * \param a_batch_stride Distance, in elements, between A_p(0, 0) and A_{p+1}(0, 0).
- * \param a_row_stride   Distance between A_p(i, k) and A_p(i + 1, k).
- * \param a_col_stride   Distance between A_p(i, k) and A_p(i, k + 1).
- * \param B              Device pointer to element (0, 0) of B_0.
- * \param b_batch_stride Distance between B_p(0, 0) and B_{p+1}(0, 0).
- * \param b_row_stride   Distance between B_p(k, j) and B_p(k + 1, j).
- * \param b_col_stride   Distance between B_p(k, j) and B_p(k, j + 1).
- * \param beta           Scale applied to the old contents of every C_p.
- * \param C              Device pointer to element (0, 0) of C_0.
- * \param c_batch_stride Distance between C_p(0, 0) and C_{p+1}(0, 0).
- * \param c_row_stride   Distance between C_p(i, j) and C_p(i + 1, j); at least N.
- */
+/// `batch` independent GEMMs in one call: for p in [0, batch), matrix p of each operand starts
+/// `p * x_batch_stride` elements after the pointer given, and `C_p = alpha * A_p * B_p +
+/// beta * C_p` as in gemm. A batch stride of 0 uses the same matrix for every product (a
+/// weight shared by all images, say); C's batch stride must keep the products' outputs apart.
+/// One launch instead of `batch`, which matters when each product is small.
+///
+/// \param batch          Number of products.
+/// \param M              Rows of every A_p and C_p.
+/// \param N              Columns of every B_p and C_p.
+/// \param K              Columns of A_p and rows of B_p.
+/// \param alpha          Scale applied to every product.
+/// \param A              Device pointer to element (0, 0) of A_0.
+/// \param a_batch_stride Distance, in elements, between A_p(0, 0) and A_{p+1}(0, 0).
+/// \param a_row_stride   Distance between A_p(i, k) and A_p(i + 1, k).
+/// \param a_col_stride   Distance between A_p(i, k) and A_p(i, k + 1).
+/// \param B              Device pointer to element (0, 0) of B_0.
+/// \param b_batch_stride Distance between B_p(0, 0) and B_{p+1}(0, 0).
+/// \param b_row_stride   Distance between B_p(k, j) and B_p(k + 1, j).
+/// \param b_col_stride   Distance between B_p(k, j) and B_p(k, j + 1).
+/// \param beta           Scale applied to the old contents of every C_p.
+/// \param C              Device pointer to element (0, 0) of C_0.
+/// \param c_batch_stride Distance between C_p(0, 0) and C_{p+1}(0, 0).
+/// \param c_row_stride   Distance between C_p(i, j) and C_p(i + 1, j); at least N.
 LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float* A, int64_t a_batch_stride, int64_t a_row_stride,
                                    int64_t a_col_stride, const float* B, int64_t b_batch_stride,
