@@ -123,7 +123,10 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
     try {
       std::rethrow_exception(errors[i]);
     } catch (const std::exception& error) {
-      throw Error("replica " + std::to_string(i) + " on " + devices[i].str() + " failed: " + error.what());
+      // The replica's error keeps its kind (a full GPU stays OutOfMemory) and gains its place.
+      const auto* lockstep_error = dynamic_cast<const Error*>(&error);
+      throw Error(lockstep_error ? lockstep_error->kind() : ErrorKind::Other,
+                  "replica " + std::to_string(i) + " on " + devices[i].str() + " failed: " + error.what());
     } catch (...) {
       throw;  // not a std::exception: nothing to add a message to
     }

@@ -40,7 +40,7 @@ Tensor images(int64_t n) { return randn({n, 1, 8, 8}, TensorOptions().dtype(DTyp
 Tensor labels(int64_t n) {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < n; ++i) values.push_back((i * 7 + 3) % 5);
-  return from_vector_i64(values, {n});
+  return from_vector(values, {n});
 }
 
 void expect_close(const Tensor& actual, const Tensor& expected, double tolerance, const std::string& what) {
@@ -201,6 +201,20 @@ TEST(DataParallel, AnErrorInAReplicaReachesTheCaller) {
   DataParallel parallel(std::make_shared<PicksyLinear>(), cpus(4));
   expect_error([&] { parallel(ones({13, 2})); }, "replica 3 on cpu failed: PicksyLinear: expected more than one row");
   EXPECT_EQ(parallel(ones({12, 2})).shape(), (Shape{12, 2}));  // still usable afterwards
+}
+
+// A layer that fails as a GPU without free memory does, on every replica.
+class OutOfMemoryLinear : public Linear {
+ public:
+  OutOfMemoryLinear() : Linear(2, 2) {}
+  Tensor forward(const Tensor&) override { throw Error(ErrorKind::OutOfMemory, "OutOfMemoryLinear: no memory left"); }
+  std::shared_ptr<Module> clone_structure() const override { return std::make_shared<OutOfMemoryLinear>(); }
+};
+
+TEST(DataParallel, AReplicasErrorKeepsItsKind) {
+  DataParallel parallel(std::make_shared<OutOfMemoryLinear>(), cpus(2));
+  expect_error([&] { parallel(ones({4, 2})); }, ErrorKind::OutOfMemory,
+               "replica 0 on cpu failed: OutOfMemoryLinear: no memory left");
 }
 
 TEST(DataParallel, OnlyReplicaZeroUpdatesBatchNormStatistics) { expect_only_replica_zero_updates_batch_norm(cpus(2)); }
