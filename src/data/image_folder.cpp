@@ -102,7 +102,7 @@ TensorDataset image_folder(const std::string& root, int64_t channels) {
       for (int64_t p = 0; p < height * width; ++p) out[c * height * width + p] = in[p * channels + c];
     }
   }
-  return TensorDataset(pixels_to_float(pixels), from_vector_i64(labels, {n}), classes);
+  return TensorDataset(pixels_to_float(pixels), from_vector(labels, {n}), classes);
 }
 
 }  // namespace lockstep

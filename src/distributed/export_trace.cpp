@@ -20,12 +20,12 @@ int64_t export_chrome_trace(const std::string& path, ProcessGroup& group) {
   group.all_reduce(origin, ReduceOp::Max);
   const std::string mine =
       trace_events_json(group.rank(), "rank " + std::to_string(group.rank()), -origin.item<double>());
-  const Tensor spans = from_vector_i64({trace_span_count()}, {1});
+  const Tensor spans = from_vector(std::vector<int64_t>{trace_span_count()}, {1});
   group.all_reduce(spans, ReduceOp::Sum);
 
   // 2. Collectives move tensors of one size on every rank: pad each rank's text with spaces
   //    (which JSON ignores) to the longest, and gather them all as bytes.
-  const Tensor longest = from_vector_i64({static_cast<int64_t>(mine.size())}, {1});
+  const Tensor longest = from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1});
   group.all_reduce(longest, ReduceOp::Max);
   const int64_t width = longest.item<int64_t>();
   const Tensor padded = full({width}, ' ', TensorOptions().dtype(DType::u8));

@@ -68,7 +68,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
       total += params_[i].second.numel();
     }
     const Tensor& first = params_[members.front()].second;
-    bucket.flat = zeros({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
+    bucket.flat = zeros({total}, first.options());
     bucket.members = std::move(members);
     buckets_.push_back(std::move(bucket));
   }

@@ -1,5 +1,5 @@
 /// \file
-/// The three models the chapters train, chosen with `--model mlp|cnn|resnet`: a multilayer
+/// The three models the chapters train, chosen by name with make_model: a multilayer
 /// perceptron and a small CNN for Fashion-MNIST (1 x 28 x 28), and a small ResNet for
 /// CIFAR-10 (3 x 32 x 32). All have 10 classes.
 ///

@@ -179,22 +179,25 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, const 
   return result;
 }
 
-Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, Device device) {
-  LOCKSTEP_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector_i64: ", values.size(),
-                 " values cannot fill shape ", shape_str(shape));
+Tensor detail::from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, const TensorOptions& options) {
+  LOCKSTEP_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+                 " values cannot fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
+  // Every int64 value fits i64 exactly; another dtype, when one is asked for, converts from it.
   Tensor host = empty(shape, TensorOptions().dtype(DType::i64));
   std::copy(values.begin(), values.end(), host.data_ptr<int64_t>());
-  return host.to(device);
+  Tensor result = host.to(options.has_dtype() ? options.dtype() : DType::i64).to(options.device());
+  if (options.requires_grad()) result.requires_grad_(true);
+  return result;
 }
 
 Tensor empty_like(const Tensor& like) {
-  return empty(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
+  return empty(like.shape(), like.options());
 }
 Tensor zeros_like(const Tensor& like) {
-  return zeros(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
+  return zeros(like.shape(), like.options());
 }
 Tensor ones_like(const Tensor& like) {
-  return ones(like.shape(), TensorOptions().dtype(like.dtype()).device(like.device()));
+  return ones(like.shape(), like.options());
 }
 
 // ---- values ------------------------------------------------------------------------------

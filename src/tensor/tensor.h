@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,7 +57,7 @@ using PostAccumulateGradHook = std::function<void(const class Tensor&)>;
 /// `zeros({2, 3}, TensorOptions().dtype(DType::f64).requires_grad(true))`.
 class TensorOptions {
  public:
-  /// Sets the element type (default f32).
+  /// Sets the element type (default f32, or what a factory infers from its values).
   TensorOptions& dtype(DType value) { dtype_ = value; return *this; }
   /// Sets the device (default cpu).
   TensorOptions& device(Device value) { device_ = value; return *this; }
@@ -64,8 +65,10 @@ class TensorOptions {
   TensorOptions& requires_grad(bool value) { requires_grad_ = value; return *this; }
   /// Sets whether a CPU tensor is allocated in pinned host memory (default false; needs CUDA).
   TensorOptions& pinned_memory(bool value) { pinned_memory_ = value; return *this; }
-  /// The element type.
-  DType dtype() const { return dtype_; }
+  /// The element type: the one set, else f32.
+  DType dtype() const { return dtype_.value_or(DType::f32); }
+  /// Whether an element type was set (from_vector of integers keeps them as i64 unless one was).
+  bool has_dtype() const { return dtype_.has_value(); }
   /// The device.
   Device device() const { return device_; }
   /// Whether the tensor will require grad.
@@ -74,7 +77,7 @@ class TensorOptions {
   bool pinned_memory() const { return pinned_memory_; }
 
  private:
-  DType dtype_ = DType::f32;
+  std::optional<DType> dtype_;
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
   bool pinned_memory_ = false;
@@ -110,6 +113,9 @@ class Tensor {
   DType dtype() const;
   /// Device holding the data.
   Device device() const;
+  /// This tensor's dtype and device as TensorOptions, for making another tensor like it
+  /// (PyTorch's `options()`): `zeros({3}, x.options())`.
+  TensorOptions options() const { return TensorOptions().dtype(dtype()).device(device()); }
   /// Whether elements are laid out densely in row-major order (views may not be).
   bool is_contiguous() const;
   /// The shared memory block.
@@ -257,10 +263,19 @@ Tensor arange(double start, double end, double step = 1.0, const TensorOptions& 
 Tensor rand(const Shape& shape, const TensorOptions& options = {}, Generator* generator = nullptr);
 /// Standard normal, drawn from `generator` (the default generator if null).
 Tensor randn(const Shape& shape, const TensorOptions& options = {}, Generator* generator = nullptr);
+namespace detail {
+/// from_vector's integer overload, for i64 values.
+Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, const TensorOptions& options);
+}  // namespace detail
 /// A tensor of `shape` holding `values` (row-major), converted to options' dtype.
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, const TensorOptions& options = {});
-/// An i64 tensor of `shape` holding `values` (e.g. class labels).
-Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape, Device device = Device::cpu());
+/// An integer tensor of `shape` holding `values` exactly (class labels, counts): i64 unless
+/// options set another dtype, as `torch.tensor([1, 2])` is int64. A braced list picks the
+/// overload above, so integers in braces are written `std::vector<int64_t>{1, 2}`.
+template <class Int, class = std::enable_if_t<std::is_integral_v<Int>>>
+Tensor from_vector(const std::vector<Int>& values, const Shape& shape, const TensorOptions& options = {}) {
+  return detail::from_vector_i64(std::vector<int64_t>(values.begin(), values.end()), shape, options);
+}
 /// Uninitialised tensor with the shape, dtype and device of `like`.
 Tensor empty_like(const Tensor& like);
 /// Zeros with the shape, dtype and device of `like`.

@@ -3,7 +3,7 @@
 /// that https://ui.perfetto.dev and chrome://tracing open (PyTorch: torch.profiler's
 /// `record_function` and `export_chrome_trace`).
 ///
-/// Tracing is off until a program calls enable_trace() (chapter 4 does for `--trace FILE`).
+/// Tracing is off until a program calls enable_trace() (the chapters do when asked for a trace).
 /// Then each RecordFunction adds one span, its name, start and duration, to the row of the
 /// thread that made it (a name built at run time is built only then):
 ///

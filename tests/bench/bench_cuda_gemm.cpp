@@ -1,6 +1,6 @@
 /// \file
 /// Benchmark of GEMM on a GPU: square f32 `matmul(a, b)` on cuda:0 with each backend of
-/// src/ops/cuda/gemm.cu, cuBLAS and Lockstep's hand-written tiled kernel.
+/// src/tensor/ops/cuda/gemm.cu, cuBLAS and Lockstep's hand-written tiled kernel.
 ///
 /// How to read it: each row is one backend (cublas or tiled, in the name) and one size `n`
 /// (C is n x n, 2 * n^3 flops per product). `GFLOP/s` is the useful number. For the tiled

@@ -1,5 +1,5 @@
 /// \file
-/// Benchmark of the CPU GEMM (src/ops/cpu/gemm.cpp): square float C = A * B, and the small,
+/// Benchmark of the CPU GEMM (src/tensor/ops/cpu/gemm.cpp): square float C = A * B, and the small,
 /// far from square products one training step of chapter 2's CNN makes.
 ///
 /// How to read it: each row is one size `n` (C is n x n, 2 * n^3 flops per call) and one

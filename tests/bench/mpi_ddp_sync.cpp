@@ -136,7 +136,7 @@ void overlap(ProcessGroup& group, double first_bucket_mb, double bucket_mb, cons
   const Tensor x = randn({64, 1, 28, 28}, {}, &gen);
   std::vector<int64_t> labels(64);
   for (int64_t& label : labels) label = static_cast<int64_t>(gen.below(10));
-  const Tensor y = from_vector_i64(labels, {64});
+  const Tensor y = from_vector(labels, {64});
   const int reps = 40;
   const auto [local, synced] = local_and_synced_seconds(ddp, x, y, reps);
   const double raw = raw_allreduce_seconds(model->num_parameters(), reps);

@@ -24,7 +24,7 @@ inline Device gpu() { return Device::cuda(0); }
 inline Tensor class_labels(int64_t n, int step = 0) {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < n; ++i) values.push_back((i * 3 + 1 + step * 7) % 10);
-  return from_vector_i64(values, {n});
+  return from_vector(values, {n});
 }
 
 /// Model `name` (make_model) with the weights `seed` gives, in f64, on `device`.

@@ -18,7 +18,7 @@ namespace {
 std::shared_ptr<TensorDataset> random_dataset() {
   std::vector<int64_t> targets;
   for (int64_t i = 0; i < 50; ++i) targets.push_back(i);
-  return std::make_shared<TensorDataset>(random_cpu({50, 3, 4}, 11), from_vector_i64(targets, {50}));
+  return std::make_shared<TensorDataset>(random_cpu({50, 3, 4}, 11), from_vector(targets, {50}));
 }
 
 }  // namespace

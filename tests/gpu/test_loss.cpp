@@ -28,7 +28,7 @@ const DType kDTypes[] = {DType::f32, DType::f64};
 Tensor targets(int64_t rows, int64_t classes) {
   std::vector<int64_t> t(rows);
   for (int64_t i = 0; i < rows; ++i) t[i] = (i * 7 + 3) % classes;
-  return from_vector_i64(t, {rows});
+  return from_vector(t, {rows});
 }
 
 struct Size {
@@ -109,7 +109,7 @@ TEST(GpuLoss, OutOfRangeTargetGivesNan) {
   for (int64_t bad : {int64_t{10}, int64_t{-1}}) {
     for (auto [name, loss] : {std::pair{"cross_entropy", cross_entropy}, std::pair{"nll_loss", nll_loss}}) {
       const Tensor x = random_cpu({3, 10}, 53).to(gpu()).requires_grad_(true);
-      const Tensor result = loss(x, from_vector_i64({0, bad, 2}, {3}, gpu()));
+      const Tensor result = loss(x, from_vector(std::vector<int64_t>{0, bad, 2}, {3}, TensorOptions().device(gpu())));
       EXPECT_TRUE(std::isnan(result.item())) << name << " with target " << bad;
       result.backward();
       const std::vector<double> grad = x.grad().to(Device::cpu()).to_vector<double>();

@@ -27,7 +27,7 @@ Tensor rank_tensor(DType dtype, int64_t n, int rank) {
     reals[i] = value(dtype, rank, i);
     ints[i] = static_cast<int64_t>(reals[i]);
   }
-  if (dtype == DType::i64) return from_vector_i64(ints, {n});
+  if (dtype == DType::i64) return from_vector(ints, {n});
   return from_vector(reals, {n}, TensorOptions().dtype(dtype));
 }
 

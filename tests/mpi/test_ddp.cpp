@@ -27,7 +27,7 @@ Batch make_batch(const std::string& model, int64_t n, uint64_t seed, DType dtype
   const Shape shape = model == "resnet" ? Shape{n, 3, 16, 16} : Shape{n, 1, 28, 28};
   std::vector<int64_t> labels(n);
   for (int64_t& label : labels) label = static_cast<int64_t>(gen.below(10));
-  return {randn(shape, TensorOptions().dtype(dtype), &gen), from_vector_i64(labels, {n})};
+  return {randn(shape, TensorOptions().dtype(dtype), &gen), from_vector(labels, {n})};
 }
 
 Batch rows(const Batch& b, int64_t start, int64_t end) { return {b.x.slice(0, start, end), b.y.slice(0, start, end)}; }

@@ -18,7 +18,7 @@ std::vector<std::vector<int64_t>> shards(int64_t n, const DistributedSamplerOpti
   DistributedSampler sampler(n, group().size(), group().rank(), options);
   sampler.set_epoch(epoch);
   const std::vector<int64_t> mine = sampler.indices();
-  const auto gathered = test::gather_from_all(from_vector_i64(mine, {static_cast<int64_t>(mine.size())}));
+  const auto gathered = test::gather_from_all(from_vector(mine, {static_cast<int64_t>(mine.size())}));
   std::vector<std::vector<int64_t>> out;
   for (const auto& values : gathered) out.emplace_back(values.begin(), values.end());
   return out;

@@ -222,7 +222,7 @@ TEST(Autograd, BackwardRefusesChangesThroughDetachAndAViewOfTheTarget) {
   expect_error([&] { loss.backward(); }, "ExpBackward: a tensor it saved in the forward pass (f32, shape [2])");
   // cross_entropy saves the caller's class labels.
   Tensor logits = zeros({2, 3}).requires_grad_();
-  Tensor target = from_vector_i64({0, 2}, {2});
+  Tensor target = from_vector(std::vector<int64_t>{0, 2}, {2});
   Tensor ce = cross_entropy(logits, target);
   target.slice(0, 1, 2).fill_(1.0);
   expect_error([&] { ce.backward(); }, "CrossEntropyBackward: a tensor it saved in the forward pass (i64, shape [2])");

@@ -34,7 +34,7 @@ std::shared_ptr<TensorDataset> numbered(int64_t n) {
     values.push_back(10.0 * i + 1);
     targets.push_back(i);
   }
-  return std::make_shared<TensorDataset>(from_vector(values, {n, 2}), from_vector_i64(targets, {n}));
+  return std::make_shared<TensorDataset>(from_vector(values, {n, 2}), from_vector(targets, {n}));
 }
 
 // Every batch of one epoch, as (inputs, targets) vectors.
@@ -91,19 +91,19 @@ TEST(TensorDataset, GetBatchGathersRowsInTheGivenOrder) {
 TEST(TensorDataset, GathersFromNonContiguousInputs) {
   // inputs (3, 2) seen through a transpose: rows are (0, 3), (1, 4), (2, 5).
   const Tensor inputs = arange(0, 6).reshape({2, 3}).t();
-  const TensorDataset data(inputs, from_vector_i64({0, 1, 2}, {3}));
+  const TensorDataset data(inputs, from_vector(std::vector<int64_t>{0, 1, 2}, {3}));
   EXPECT_EQ(data.get_batch({2, 1}).inputs.to_vector<float>(), (std::vector<float>{2, 5, 1, 4}));
 }
 
 TEST(TensorDataset, CountsClassesAndChecksItsInputs) {
   EXPECT_EQ(numbered(4)->num_classes(), 4);  // labels 0..3, no names: largest + 1
-  const TensorDataset named(zeros({2, 1}), from_vector_i64({0, 1}, {2}), {"a", "b", "c"});
+  const TensorDataset named(zeros({2, 1}), from_vector(std::vector<int64_t>{0, 1}, {2}), {"a", "b", "c"});
   EXPECT_EQ(named.num_classes(), 3);
-  expect_error([] { TensorDataset(zeros({3, 2}), from_vector_i64({0, 1}, {2})); },
+  expect_error([] { TensorDataset(zeros({3, 2}), from_vector(std::vector<int64_t>{0, 1}, {2})); },
                "TensorDataset: expected as many targets as inputs, got 3 inputs and 2 targets");
   expect_error([] { TensorDataset(zeros({2, 2}), zeros({2})); }, "expected targets of shape (N) and dtype i64, got [2] and f32");
-  expect_error([] { TensorDataset(zeros({2, 2}), from_vector_i64({0, -2}, {2})); }, "expected class labels >= 0, got -2");
-  expect_error([] { TensorDataset(zeros({2, 2}), from_vector_i64({0, 2}, {2}), {"a", "b"}); },
+  expect_error([] { TensorDataset(zeros({2, 2}), from_vector(std::vector<int64_t>{0, -2}, {2})); }, "expected class labels >= 0, got -2");
+  expect_error([] { TensorDataset(zeros({2, 2}), from_vector(std::vector<int64_t>{0, 2}, {2}), {"a", "b"}); },
                "label 2 is out of range for 2 class names");
 }
 

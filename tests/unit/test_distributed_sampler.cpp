@@ -308,7 +308,7 @@ TEST(DistributedSampler, AllRanksShareOnePermutation) {
 TEST(DistributedSampler, DrivesADataLoader) {
   const int64_t n = 10;
   Indices targets = iota(n);
-  auto dataset = std::make_shared<TensorDataset>(zeros({n, 1}), from_vector_i64(targets, {n}));
+  auto dataset = std::make_shared<TensorDataset>(zeros({n, 1}), from_vector(targets, {n}));
   auto sampler = std::make_shared<DistributedSampler>(n, 3, 1, DistributedSamplerOptions().seed(4));
   DataLoader loader(dataset, DataLoaderOptions(3).sampler(sampler).prefetch(0));
   EXPECT_EQ(loader.size(), 2);  // 4 samples per rank in batches of 3

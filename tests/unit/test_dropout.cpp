@@ -89,7 +89,7 @@ TEST(Dropout, Errors) {
             "dropout: expected a probability p between 0 and 1, got 1.5");
   // A bad p is an error in eval mode too, as in PyTorch.
   expect_error([&] { dropout(x, 2.0, false); }, "dropout: expected a probability");
-  EXPECT_EQ(error_message([] { dropout(from_vector_i64({1, 2}, {2}), 0.5, true); }),
+  EXPECT_EQ(error_message([] { dropout(from_vector(std::vector<int64_t>{1, 2}, {2}), 0.5, true); }),
             "dropout: expected a floating-point input, got i64");
   expect_error([] { dropout(Tensor(), 0.5, true); }, "dropout");
 }

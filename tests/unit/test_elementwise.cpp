@@ -94,7 +94,7 @@ TEST(Elementwise, ComparisonsGiveBool) {
   EXPECT_EQ(gt(a, b).to_vector<int>(), (std::vector<int>{0, 0, 1}));
   EXPECT_EQ(ge(a, b).to_vector<int>(), (std::vector<int>{0, 1, 1}));
   // Integer labels compare too: the accuracy of a classifier.
-  EXPECT_EQ(sum(eq(from_vector_i64({1, 2, 3}, {3}), from_vector_i64({1, 0, 3}, {3})).to(DType::f32)).item(), 2.0);
+  EXPECT_EQ(sum(eq(from_vector(std::vector<int64_t>{1, 2, 3}, {3}), from_vector(std::vector<int64_t>{1, 0, 3}, {3})).to(DType::f32)).item(), 2.0);
 }
 
 TEST(Elementwise, GradientsMatchFiniteDifferences) {
@@ -129,8 +129,8 @@ TEST(Elementwise, Errors) {
   expect_error([&] { mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64))); },
                "mul: expected all tensors to have the same dtype, got f32 and f64");
   EXPECT_THROW(add(a, Tensor()), Error);
-  expect_error([] { exp(from_vector_i64({1}, {1})); }, "exp: expected a f32 or f64 tensor, got i64");
-  expect_error([] { add(from_vector_i64({1}, {1}), from_vector_i64({1}, {1})); }, "add: expected a f32 or f64 tensor");
+  expect_error([] { exp(from_vector(std::vector<int64_t>{1}, {1})); }, "exp: expected a f32 or f64 tensor, got i64");
+  expect_error([] { add(from_vector(std::vector<int64_t>{1}, {1}), from_vector(std::vector<int64_t>{1}, {1})); }, "add: expected a f32 or f64 tensor");
 }
 
 TEST(Reduce, SumAndMeanOverDims) {

@@ -1,4 +1,4 @@
-// Tests for the CPU GEMM (src/ops/cpu/gemm.cpp) against a naive triple loop.
+// Tests for the CPU GEMM (src/tensor/ops/cpu/gemm.cpp) against a naive triple loop.
 //
 // Tolerance: both sides sum K products in a different order (the blocked GEMM splits K
 // into KC slices and uses FMA), so the rounding differences grow like sqrt(K) for random

@@ -33,7 +33,7 @@ TEST(Join, CatKnownValues) {
   EXPECT_EQ(cols.to_vector<double>(), (std::vector<double>{1, 2, 5, 6, 7, 1, 2,
                                                            3, 4, 8, 9, 10, 3, 4}));
   // Integer tensors and a single input work too.
-  EXPECT_EQ(cat({from_vector_i64({1, 2}, {2}), from_vector_i64({3}, {1})}).to_vector<int64_t>(),
+  EXPECT_EQ(cat({from_vector(std::vector<int64_t>{1, 2}, {2}), from_vector(std::vector<int64_t>{3}, {1})}).to_vector<int64_t>(),
             (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(cat({a}).to_vector<double>(), a.to_vector<double>());
 }

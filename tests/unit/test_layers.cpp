@@ -247,10 +247,10 @@ TEST(Layers, SequentialChainsItsModules) {
 TEST(Layers, CrossEntropyLossIsTheMeanNegativeLogLikelihood) {
   CrossEntropyLoss criterion;
   // Equal scores for 4 classes: -log(1/4) on every row.
-  EXPECT_NEAR(criterion(zeros({3, 4}), from_vector_i64({0, 1, 3}, {3})).item(), std::log(4.0), 1e-6);
+  EXPECT_NEAR(criterion(zeros({3, 4}), from_vector(std::vector<int64_t>{0, 1, 3}, {3})).item(), std::log(4.0), 1e-6);
   // Row scores [0, ln 3]: softmax [1/4, 3/4]; targets 1 and 0 -> mean(-ln(3/4), -ln(1/4)).
   const Tensor logits = from_vector({0, std::log(3.0), 0, std::log(3.0)}, {2, 2}, TensorOptions().dtype(DType::f64));
-  EXPECT_NEAR(criterion(logits, from_vector_i64({1, 0}, {2})).item(), (std::log(4.0 / 3.0) + std::log(4.0)) / 2, 1e-12);
+  EXPECT_NEAR(criterion(logits, from_vector(std::vector<int64_t>{1, 0}, {2})).item(), (std::log(4.0 / 3.0) + std::log(4.0)) / 2, 1e-12);
 }
 
 // ---- gradients through modules -------------------------------------------------------------

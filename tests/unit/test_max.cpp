@@ -38,7 +38,7 @@ TEST(Max, AllElementsGivesA0dTensor) {
   EXPECT_EQ(m.dim(), 0);
   EXPECT_EQ(m.item(), 7.0);
   EXPECT_EQ(max(from_vector({-5, -2, -9}, {3})).item(), -2.0);  // f32, all negative
-  EXPECT_EQ(max(from_vector_i64({4, 11, -3}, {3})).item<int64_t>(), 11);
+  EXPECT_EQ(max(from_vector(std::vector<int64_t>{4, 11, -3}, {3})).item<int64_t>(), 11);
   EXPECT_EQ(max(full({}, 2.5)).item(), 2.5);  // 0-d input
 }
 
@@ -99,7 +99,7 @@ TEST(Max, TiesGoToTheFirstOccurrence) {
   EXPECT_EQ(argmax(x, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(max(x, 1).second.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(argmax(from_vector({3, 3}, {2, 1}), 0).to_vector<int64_t>(), (std::vector<int64_t>{0}));
-  EXPECT_EQ(argmax(from_vector_i64({5, 2, 5}, {3}), 0).item<int64_t>(), 0);
+  EXPECT_EQ(argmax(from_vector(std::vector<int64_t>{5, 2, 5}, {3}), 0).item<int64_t>(), 0);
 }
 
 TEST(Max, NaNIsTheLargestValue) {

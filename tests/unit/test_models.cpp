@@ -211,7 +211,7 @@ TEST(Models, ForwardShapesAndGradientsReachEveryParameter) {
   const Tensor logits = (*resnet)(rand({2, 3, 32, 32}));
   EXPECT_EQ(logits.shape(), (Shape{2, 10}));
   // Every parameter, including the shortcut convolutions, takes part in the output.
-  CrossEntropyLoss()(logits, from_vector_i64({3, 7}, {2})).backward();
+  CrossEntropyLoss()(logits, from_vector(std::vector<int64_t>{3, 7}, {2})).backward();
   for (const auto& [name, p] : resnet->named_parameters()) {
     ASSERT_TRUE(p.grad().defined()) << name;
     EXPECT_GT(sum(p.grad() * p.grad()).item(), 0.0) << name;
@@ -247,7 +247,7 @@ TEST(Models, MlpLearnsRandomLabels) {
   const Tensor images = randn({64, 1, 28, 28}, {}, &data);
   std::vector<int64_t> labels(64);
   for (auto& label : labels) label = static_cast<int64_t>(data.below(10));
-  const Tensor target = from_vector_i64(labels, {64});
+  const Tensor target = from_vector(labels, {64});
   CrossEntropyLoss criterion;
 
   const double lr = 0.1;
@@ -292,7 +292,7 @@ TEST(Models, TrainingGivesTheSameBitsWithAnyThreadCount) {
         std::vector<int64_t> labels(static_cast<size_t>(c.input[0]));
         for (auto& label : labels) label = static_cast<int64_t>(data.below(10));
         sgd.zero_grad();
-        criterion((*model)(images), from_vector_i64(labels, {c.input[0]})).backward();
+        criterion((*model)(images), from_vector(labels, {c.input[0]})).backward();
         sgd.step();
       }
       std::vector<float> values;

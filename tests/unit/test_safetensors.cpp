@@ -112,7 +112,7 @@ TEST_F(Safetensors, MetadataRoundTripsAndIsClearedWhenAbsent) {
 
 TEST_F(Safetensors, WritesTheExactBytesOfTheSpecification) {
   save_safetensors(file("tiny.safetensors"),
-                   {{"x", from_vector({1.0, -2.0}, {2})}, {"y", from_vector_i64({5}, {1}).view({})}},
+                   {{"x", from_vector({1.0, -2.0}, {2})}, {"y", from_vector(std::vector<int64_t>{5}, {1}).view({})}},
                    {{"format", "pt"}});
   const std::string bytes = read_bytes(file("tiny.safetensors"));
 

@@ -19,7 +19,7 @@ TEST(Tensor, FactoriesHaveShapeDtypeAndValues) {
   EXPECT_EQ(full({2}, 7.5, TensorOptions().dtype(DType::f64)).to_vector<double>(), (std::vector<double>{7.5, 7.5}));
   EXPECT_EQ(arange(0, 5).to_vector<int>(), (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_EQ(arange(1, 2, 0.25).numel(), 4);
-  EXPECT_EQ(from_vector_i64({3, 1}, {2}).dtype(), DType::i64);
+  EXPECT_EQ(from_vector(std::vector<int64_t>{3, 1}, {2}).dtype(), DType::i64);
 }
 
 TEST(Tensor, SeededRandomIsReproducibleAndInRange) {
@@ -152,7 +152,7 @@ TEST(Tensor, PrintsLikePyTorch) {
   EXPECT_EQ(from_vector({1.5, -2.25}, {2}).str(), "tensor([ 1.5000, -2.2500])");
   EXPECT_EQ(full({}, 3.0).str(), "tensor(3.)");
   EXPECT_EQ(from_vector({1, 2}, {2}, TensorOptions().dtype(DType::f64)).str(), "tensor([1., 2.], dtype=float64)");
-  EXPECT_EQ(from_vector_i64({3, -1}, {2}).str(), "tensor([ 3, -1])");
+  EXPECT_EQ(from_vector(std::vector<int64_t>{3, -1}, {2}).str(), "tensor([ 3, -1])");
   EXPECT_EQ(ones({2}).requires_grad_().str(), "tensor([1., 1.], requires_grad=True)");
   EXPECT_EQ(lt(from_vector({1, 5}, {2}), from_vector({2, 2}, {2})).str(), "tensor([ True, False])");
   EXPECT_EQ(arange(0, 2000).str().find("...") != std::string::npos, true);
@@ -173,7 +173,7 @@ TEST(Tensor, ErrorsAreSentences) {
   expect_error([] { Tensor().shape(); }, "tensor is undefined");
   expect_error([] { from_vector({1, 2, 3}, {2, 2}); }, "3 values cannot fill shape [2, 2]");
   expect_error([] { ones({2}).requires_grad_().fill_(0); }, "cannot be modified in place");
-  expect_error([] { from_vector_i64({1}, {1}).requires_grad_(); }, "only floating-point tensors can require grad");
+  expect_error([] { from_vector(std::vector<int64_t>{1}, {1}).requires_grad_(); }, "only floating-point tensors can require grad");
 }
 
 TEST(Device, ParsesAndPrints) {
@@ -229,8 +229,8 @@ TEST(Tensor, IntegerAndBoolSumsAreExactI64) {
   EXPECT_EQ(sum(u8).dtype(), DType::i64);
   EXPECT_EQ(sum(u8).item<int64_t>(), 300);
   // Counting true values: how accuracy is computed.
-  EXPECT_EQ(sum(eq(from_vector_i64({1, 2, 3}, {3}), from_vector_i64({1, 0, 3}, {3}))).item<int64_t>(), 2);
+  EXPECT_EQ(sum(eq(from_vector(std::vector<int64_t>{1, 2, 3}, {3}), from_vector(std::vector<int64_t>{1, 0, 3}, {3}))).item<int64_t>(), 2);
   // Large i64 values stay exact (2^53 + 1 is not a double).
   const int64_t big = (int64_t(1) << 53) + 1;
-  EXPECT_EQ(sum(from_vector_i64({big, 1}, {2})).item<int64_t>(), big + 1);
+  EXPECT_EQ(sum(from_vector(std::vector<int64_t>{big, 1}, {2})).item<int64_t>(), big + 1);
 }

@@ -1,6 +1,6 @@
 // Every CUDA runtime and cuBLAS call in Lockstep goes through one of these macros, so that a
 // failure becomes a lockstep::Error naming the call and where it was made, e.g.
-//   "src/ops/cuda/gemm.cu:88: cuBLAS error CUBLAS_STATUS_INVALID_VALUE in cublasSgemm(...)"
+//   "src/tensor/ops/cuda/gemm.cu:88: cuBLAS error CUBLAS_STATUS_INVALID_VALUE in cublasSgemm(...)"
 // instead of a silently wrong result. Kernel launches report nothing by themselves; call
 // LOCKSTEP_CUDA_CHECK_LAUNCH() right after each one.
 #pragma once
@@ -16,7 +16,7 @@
 
 namespace lockstep::cuda::detail {
 
-// "/home/me/lockstep/src/ops/cuda/gemm.cu" -> "src/ops/cuda/gemm.cu": the part a reader can find.
+// "/home/me/lockstep/src/tensor/ops/cuda/gemm.cu" -> "src/tensor/ops/cuda/gemm.cu": the part a reader can find.
 inline const char* source_path(const char* file) {
   const char* found = nullptr;
   for (const char* p = std::strstr(file, "src/"); p != nullptr; p = std::strstr(p + 1, "src/")) found = p;

@@ -18,11 +18,11 @@ namespace lockstep::cuda {
 using StreamHandle = void*;
 
 /// Makes `device` the calling thread's current CUDA device, as PyTorch's
-/// `torch.cuda.set_device`. Lockstep's launchers switch to a tensor's GPU and back by
-/// themselves, so this is about what "back" means: a thread starts on cuda:0, and CUDA gives a
-/// GPU a context (hundreds of MiB of its memory) as soon as a thread makes it current. A process
-/// that works on one GPU other than cuda:0, like chapter 4's rank 1 on cuda:1, calls this once
-/// before its first CUDA work, so that cuda:0 is never touched.
+/// `torch.cuda.set_device`. Every op switches to its tensors' GPU and back by itself (the
+/// dispatch point's DeviceGuard), so this is about what "back" means: a thread starts on
+/// cuda:0, and CUDA gives a GPU a context (hundreds of MiB of its memory) as soon as a thread
+/// makes it current. A process that works on one GPU other than cuda:0, like chapter 4's rank 1
+/// on cuda:1, calls this once before its first CUDA work, so that cuda:0 is never touched.
 LOCKSTEP_CUDA_FN(void set_device(Device device))
 /// The calling thread's current CUDA device: cuda:0 until set_device (PyTorch's
 /// `torch.cuda.current_device`).

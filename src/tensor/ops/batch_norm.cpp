@@ -64,7 +64,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     mean = running_mean.detach().clone();
     invstd = kernels::batch_norm_invstd.call(device, running_var, eps);
   }
-  Tensor out = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
+  Tensor out = empty(input.shape(), input.options());
   kernels::batch_norm_elemt.call(device, input, mean, invstd, weight, bias, out);
 
   const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
@@ -84,7 +84,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
           if (need_bias) grads[2] = sum_dy;
           if (need_input && use_batch_stats) {
             // The batch mean and variance depend on every input, hence the two extra terms.
-            grads[0] = empty(x.shape(), TensorOptions().dtype(x.dtype()).device(x.device()));
+            grads[0] = empty(x.shape(), x.options());
             kernels::batch_norm_backward_elemt.call(device, g, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count,
                                                     grads[0]);
           }

@@ -57,8 +57,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   const Tensor x = input.detach().contiguous();
   const Tensor w = weight.detach().contiguous();
   const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w},
-                     TensorOptions().dtype(input.dtype()).device(input.device()));
+  Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w}, input.options());
   kernels::conv2d_forward.call(out.device(), x, w, b, out, g);
 
   return record(out, "ConvolutionBackward", {input, weight, bias},

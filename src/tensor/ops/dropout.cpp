@@ -21,7 +21,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   // mask: input's shape and dtype, values 0 or scale. The CPU keeps an element where its
   // uniform draw is below 1 - p; a GPU draws the mask itself with a counter-based generator
   // (Philox), so that no thread waits for another. Either way the generator's seed fixes it.
-  const Tensor mask = empty(input.shape(), TensorOptions().dtype(input.dtype()).device(input.device()));
+  const Tensor mask = empty(input.shape(), input.options());
   kernels::dropout_mask.call(input.device(), mask, p, scale, generator);
 
   const Tensor out = mul(input.detach(), mask);

@@ -10,7 +10,7 @@
 namespace lockstep {
 
 Tensor scalar_like(double value, const Tensor& like) {
-  return full({}, value, TensorOptions().dtype(like.dtype()).device(like.device()));
+  return full({}, value, like.options());
 }
 
 namespace {
@@ -34,7 +34,7 @@ Tensor comparison(const char* name, BinaryOp op, const Tensor& a, const Tensor& 
 
 Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
   check_defined(name, {&a});
-  Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
+  Tensor out = empty(a.shape(), a.options());
   kernels::unary.call(out.device(), name, op, a, out);
   return out;
 }

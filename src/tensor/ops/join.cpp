@@ -46,7 +46,7 @@ Tensor cat_checked(const char* op, const std::vector<Tensor>& tensors, int64_t d
   }
 
   // Input k lands in the output's slice [starts[k], starts[k] + size) along d.
-  Tensor out = empty(shape, TensorOptions().dtype(first.dtype()).device(first.device()));
+  Tensor out = empty(shape, first.options());
   std::vector<int64_t> starts;
   int64_t start = 0;
   for (const Tensor& t : tensors) {

@@ -38,7 +38,7 @@ void check_classification(const char* op, const char* what, const Tensor& input,
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   check_classification("cross_entropy", "logits", logits, target);
-  const TensorOptions options = TensorOptions().dtype(logits.dtype()).device(logits.device());
+  const TensorOptions options = logits.options();
   Tensor log_probs = empty(logits.shape(), options);
   Tensor loss = empty({}, options);
   kernels::cross_entropy.call(loss.device(), logits.detach(), target, log_probs, loss);
@@ -47,7 +47,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   // (log_probs is the op's own; the target is the caller's, who might refill it in place.)
   return record(loss, "CrossEntropyBackward", {logits}, [log_probs, target_saved = SavedTensor(target)](const Tensor& g) {
     const Tensor target = target_saved.unpack();
-    Tensor grad = empty(log_probs.shape(), TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
+    Tensor grad = empty(log_probs.shape(), log_probs.options());
     kernels::cross_entropy_backward.call(grad.device(), g, log_probs, target, grad);
     return std::vector<Tensor>{grad};
   });
@@ -55,12 +55,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
   check_classification("nll_loss", "log_probs", log_probs, target);
-  Tensor loss = empty({}, TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
+  Tensor loss = empty({}, log_probs.options());
   kernels::nll_loss.call(loss.device(), log_probs.detach(), target, loss);
   // Each row's picked entry enters the mean with weight -1/N; nothing else matters.
   return record(loss, "NllLossBackward", {log_probs},
                 [shape = log_probs.shape(), target = SavedTensor(target)](const Tensor& g) {
-                  Tensor grad = empty(shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+                  Tensor grad = empty(shape, g.options());
                   kernels::nll_loss_backward.call(grad.device(), g, target.unpack(), grad);
                   return std::vector<Tensor>{grad};
                 });

@@ -63,7 +63,7 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
                                        Shape(b.shape().begin(), b.shape().end() - 2));
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {M, N});
-  Tensor out = empty(out_shape, TensorOptions().dtype(a.dtype()).device(a.device()));
+  Tensor out = empty(out_shape, a.options());
   batched_gemm("matmul", a, broadcast_strides(a, with_matrix(out_shape, M, K), "matmul"), b,
                broadcast_strides(b, with_matrix(out_shape, K, N), "matmul"), K, out, 0.0);
 
@@ -131,7 +131,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Tensor x2 = x.reshape({rows, in_features});
   // y: (rows, out). It starts as the bias in every row and the GEMM adds x W^T onto it
   // (beta = 1), so the bias costs no extra pass. W^T is W's data with its two strides swapped.
-  Tensor y = empty({rows, out_features}, TensorOptions().dtype(x.dtype()).device(x.device()));
+  Tensor y = empty({rows, out_features}, x.options());
   if (bias.defined()) y.copy_(bias);
   batched_gemm("linear", x2, x2.strides(), weight, {weight.stride(1), weight.stride(0)}, in_features, y,
                bias.defined() ? 1.0 : 0.0);

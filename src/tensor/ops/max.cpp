@@ -16,14 +16,14 @@ namespace {
 // Reduces `x` (a's data, detached, at least 1-D) along dimension d into values and indices of
 // `out_shape`, and records the backward on `a`.
 std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d, const Shape& out_shape) {
-  Tensor values = empty(out_shape, TensorOptions().dtype(x.dtype()).device(x.device()));
+  Tensor values = empty(out_shape, x.options());
   Tensor indices = empty(out_shape, TensorOptions().dtype(DType::i64).device(x.device()));
   kernels::max.call(x.device(), x, d, values, indices);
   // Only the selected element influenced the output: the gradient goes back to its position,
   // every other element gets zero. (The indices are returned too, so the caller could change them.)
   record(values, "MaxBackward", {a},
          [indices = SavedTensor(indices), d, line_shape = x.shape(), shape = a.shape()](const Tensor& g) {
-           Tensor grad = empty(line_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+           Tensor grad = empty(line_shape, g.options());
            kernels::max_backward.call(grad.device(), g, indices.unpack(), d, grad);
            return std::vector<Tensor>{grad.view(shape)};
          });

@@ -25,7 +25,7 @@ Tensor max_pool2d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
   const int64_t OH = (H + 2 * padding - kernel_size) / stride + 1;
   const int64_t OW = (W + 2 * padding - kernel_size) / stride + 1;
 
-  const auto options = TensorOptions().dtype(input.dtype()).device(input.device());
+  const auto options = input.options();
   Tensor out = empty({N, C, OH, OW}, options);
   // indices: (N, C, OH, OW), where in its (H, W) plane each maximum came from.
   Tensor indices = empty({N, C, OH, OW}, TensorOptions().dtype(DType::i64).device(input.device()));

@@ -13,12 +13,12 @@ namespace {
 Tensor softmax_op(const char* name, const char* backward_name, bool log, const Tensor& a, int64_t dim) {
   check_defined(name, {&a});
   const int64_t d = normalize_dim(name, dim, a.dim());
-  Tensor out = empty(a.shape(), TensorOptions().dtype(a.dtype()).device(a.device()));
+  Tensor out = empty(a.shape(), a.options());
   kernels::softmax.call(out.device(), a.detach(), d, log, out);
   // Both backward formulas need only the output, not the input: save that.
   return record(out, backward_name, {a}, [out = SavedTensor(out), d, log](const Tensor& g) {
     const Tensor y = out.unpack();
-    Tensor grad = empty(y.shape(), TensorOptions().dtype(y.dtype()).device(y.device()));
+    Tensor grad = empty(y.shape(), y.options());
     kernels::softmax_backward.call(grad.device(), g, y, d, log, grad);
     return std::vector<Tensor>{grad};
   });

@@ -183,7 +183,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Tensor out = make_view(*this, shape, new_strides, offset() + lo * strides()[nd]);
   // The gradient lands in the sliced positions of a zero tensor of the input's shape.
   return record(out, "SliceBackward", {*this}, [in_shape = this->shape(), nd, lo, hi, step](const Tensor& g) {
-    Tensor grad = zeros(in_shape, TensorOptions().dtype(g.dtype()).device(g.device()));
+    Tensor grad = zeros(in_shape, g.options());
     grad.slice(nd, lo, hi, step).copy_(g);
     return std::vector<Tensor>{grad};
   });

@@ -31,7 +31,7 @@ std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
-  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  const auto options = x.options();
   Tensor mean = empty({C}, options), invstd = empty({C}, options);
   const double count = static_cast<double>(N * S);
 
@@ -70,7 +70,7 @@ Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
   const std::vector<double> v = var.to_vector<double>();  // v: (C)
   std::vector<double> invstd(v.size());
   for (size_t c = 0; c < v.size(); ++c) invstd[c] = 1.0 / std::sqrt(v[c] + eps);
-  return from_vector(invstd, var.shape(), TensorOptions().dtype(var.dtype()).device(var.device()));
+  return from_vector(invstd, var.shape(), var.options());
 }
 
 void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
@@ -123,7 +123,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const std::vector<double> m = mean.to_vector<double>();
-  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  const auto options = x.options();
   Tensor sum_dy = empty({C}, options), sum_dy_xmu = empty({C}, options);
 
   dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {

@@ -199,7 +199,7 @@ Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contigu
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const ChannelLayout l = channel_layout(x);
-  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  const auto options = x.options();
   Tensor mean = empty({l.C}, options), invstd = empty({l.C}, options);
   if (l.C == 0) return {mean, invstd};
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
@@ -213,7 +213,7 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double ep
 
 Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
   const Tensor v = var.contiguous();  // v: (C)
-  Tensor invstd = empty(v.shape(), TensorOptions().dtype(v.dtype()).device(v.device()));
+  Tensor invstd = empty(v.shape(), v.options());
   const int64_t C = v.numel();
   if (C == 0) return invstd;
   dispatch_floating(v.dtype(), "batch_norm", [&](auto tag) {
@@ -250,7 +250,7 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
   if (total == 0) return;
   const Tensor m = mean.contiguous(), is = invstd.contiguous();
   const Tensor w = contiguous_or_undefined(weight), b = contiguous_or_undefined(bias);
-  Tensor coefficients = empty({2, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
+  Tensor coefficients = empty({2, l.C}, x.options());
   const cudaStream_t stream = stream_for(x.device());
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -269,7 +269,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const Tensor m = mean.contiguous();
   const ChannelLayout l = channel_layout(x);
-  const auto options = TensorOptions().dtype(x.dtype()).device(x.device());
+  const auto options = x.options();
   Tensor sum_dy = empty({l.C}, options), sum_dy_xmu = empty({l.C}, options);
   if (l.C == 0) return {sum_dy, sum_dy_xmu};
   dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
@@ -290,7 +290,7 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
   if (total == 0) return;
   const Tensor m = mean.contiguous(), is = invstd.contiguous(), w = contiguous_or_undefined(weight);
   const Tensor sdy = sum_dy.contiguous(), sdx = sum_dy_xmu.contiguous();
-  Tensor coefficients = empty({4, l.C}, TensorOptions().dtype(x.dtype()).device(x.device()));
+  Tensor coefficients = empty({4, l.C}, x.options());
   const cudaStream_t stream = stream_for(x.device());
   dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

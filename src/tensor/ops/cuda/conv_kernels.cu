@@ -1,6 +1,6 @@
 // conv2d on a CUDA device: im2col, col2im, and the forward and backward passes built from them
 // and cuda::gemm. CPU reference: cpu::conv2d_forward_kernel and cpu::conv2d_backward_kernel
-// (src/ops/cpu/conv_kernels.cpp), whose header has the formulas. Shapes:
+// (src/tensor/ops/cpu/conv_kernels.cpp), whose header has the formulas. Shapes:
 //   x: (N, C_in, H, W)   w: (C_out, C_in, kH, kW) = (C_out, patch)   y, dy: (N, C_out, H_out, W_out)
 //
 // The CPU runs one small GEMM per image, one image per thread. A GPU needs large GEMMs to keep
@@ -95,7 +95,7 @@ int64_t images_per_chunk(const Conv2dGeometry& g) {
 
 // The cols buffer for chunks of `chunk` images (fewer images use its beginning).
 Tensor cols_buffer(const Tensor& like, const Conv2dGeometry& g, int64_t chunk) {
-  return empty({g.patch_size(), chunk * g.out_pixels()}, TensorOptions().dtype(like.dtype()).device(like.device()));
+  return empty({g.patch_size(), chunk * g.out_pixels()}, like.options());
 }
 
 }  // namespace

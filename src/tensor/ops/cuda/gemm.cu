@@ -1,6 +1,6 @@
 // GEMM on a CUDA device, for `batch` products of strided operands (gemm.h describes them):
 //   A_p: (M, K), B_p: (K, N), C_p: (M, N) with contiguous rows;  C_p = alpha A_p B_p + beta C_p.
-// CPU reference: cpu::gemm (src/ops/cpu/gemm.cpp). Two backends compute it:
+// CPU reference: cpu::gemm (src/tensor/ops/cpu/gemm.cpp). Two backends compute it:
 //
 // 1. cuBLAS. cuBLAS thinks in column-major matrices, Lockstep in row-major ones. The bridge is
 //    that a row-major (M x N) matrix with row stride ld has exactly the bytes of a column-major
