@@ -66,10 +66,10 @@ void Adam::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     using T = typename decltype(tag)::type;
     const AdamConstants<T> c = adam_constants<T>(s);
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    constexpr DeviceKernels<void(int64_t, T*, const T*, T*, T*, const AdamConstants<T>&)> update{adam_update<T>,
-                                                                                                 cuda::adam_update};
-    update.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
-                exp_avg_sq.data_ptr<T>(), c);
+    using Update = void(int64_t, T*, const T*, T*, T*, const AdamConstants<T>&);
+    constexpr DeviceKernels<Update> adam_kernels{adam_update<T>, cuda::adam_update};
+    adam_kernels.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
+                      exp_avg_sq.data_ptr<T>(), c);
   });
   // Written through their pointers, so counted here (step() counts the parameter's write).
   for (const Tensor& written : {step_count, exp_avg, exp_avg_sq}) increment_version(written);

@@ -60,14 +60,14 @@ class Adam : public Optimizer {
   /// as PyTorch does.
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
 
-  /// Adam's rule for one parameter (see the class comment); keeps "step", "exp_avg" and
-  /// "exp_avg_sq".
-  void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
-
  protected:
   /// The constructor AdamW shares: `name` for messages, and where the weight decay acts
   /// (`decoupled_weight_decay`: on the weight, as AdamW; otherwise in the gradient, as Adam).
   Adam(std::string name, std::vector<Tensor> params, const AdamOptions& options, bool decoupled_weight_decay);
+
+  /// Adam's rule for one parameter (see the class comment); keeps "step", "exp_avg" and
+  /// "exp_avg_sq".
+  void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
 
  private:
   double beta1_;

@@ -29,7 +29,7 @@ class Optimizer {
   /// Updates every parameter that has a gradient with the subclass's rule (update()), under
   /// NoGradGuard as torch.optim's step runs under torch.no_grad(); parameters whose grad() is
   /// undefined are skipped, exactly as PyTorch skips those whose .grad is None. While tracing
-  /// it is one span, "SGD.step".
+  /// it is one span, "<name>.step" (e.g. "SGD.step").
   void step();
 
   /// Clears every parameter's gradient: `set_to_none` drops it (grad() becomes undefined, the

@@ -55,9 +55,9 @@ void SGD::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     const SGDConstants<T> c = sgd_constants<T>(s);
     T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    constexpr DeviceKernels<void(int64_t, T*, const T*, T*, const SGDConstants<T>&)> update{sgd_update<T>,
-                                                                                            cuda::sgd_update};
-    update.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+    using Update = void(int64_t, T*, const T*, T*, const SGDConstants<T>&);
+    constexpr DeviceKernels<Update> sgd_kernels{sgd_update<T>, cuda::sgd_update};
+    sgd_kernels.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
   });
   // Written through its pointer, so counted here (step() counts the parameter's write).
   if (buf.defined()) increment_version(buf);

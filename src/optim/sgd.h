@@ -61,6 +61,7 @@ class SGD : public Optimizer {
   /// as PyTorch does.
   SGD(std::vector<Tensor> params, const SGDOptions& options);
 
+ protected:
   /// SGD's rule for one parameter (see the class comment); keeps "momentum_buffer".
   void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
 
