@@ -58,8 +58,9 @@ class DistributedDataParallelOptions {
  private:
   bool broadcast_buffers_ = true;
   bool find_unused_ = false;
-  double bucket_cap_mb_ = 25.0;
-  double first_bucket_cap_mb_ = 1.0;
+  // The Reducer's defaults, which are PyTorch's, in MiB.
+  double bucket_cap_mb_ = static_cast<double>(ReducerOptions().bucket_bytes()) / (1 << 20);
+  double first_bucket_cap_mb_ = static_cast<double>(ReducerOptions().first_bucket_bytes()) / (1 << 20);
   bool grad_as_view_ = false;
 };
 
