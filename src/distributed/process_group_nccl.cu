@@ -17,7 +17,7 @@
 
 #include "core/cuda/block_use.cuh"
 #include "core/cuda/check.cuh"
-#include "tensor/cuda/launch.cuh"
+#include "core/cuda/device_guard.cuh"
 #include "distributed/nccl_check.cuh"
 #include "distributed/process_group_nccl.h"
 #include "util/trace.h"

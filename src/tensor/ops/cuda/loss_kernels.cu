@@ -71,7 +71,7 @@ template <class RowLoss, class T>
 __global__ void mean_of_rows(RowLoss row_loss, int64_t rows, T* loss) {
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) sum += row_loss(i);
-  sum = group_reduce<kBlockSize>(sum, Sum{});
+  sum = group_all_reduce<kBlockSize>(sum, Sum{});
   if (threadIdx.x == 0) *loss = static_cast<T>(sum / static_cast<double>(rows));
 }
 

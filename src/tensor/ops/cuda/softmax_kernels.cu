@@ -55,7 +55,7 @@ __global__ void softmax_backward_lines(const T* dy, const T* y, T* dx, Lines lin
       const int64_t k = start + j * stride;
       dot += log ? static_cast<double>(dy[k]) : static_cast<double>(dy[k]) * y[k];
     }
-    const T total = static_cast<T>(group_reduce<kThreads>(dot, Sum{}));
+    const T total = static_cast<T>(group_all_reduce<kThreads>(dot, Sum{}));
     for (int64_t j = rank; j < lines.n; j += kThreads) {
       const int64_t k = start + j * stride;
       dx[k] = log ? dy[k] - std::exp(y[k]) * total : y[k] * (dy[k] - total);

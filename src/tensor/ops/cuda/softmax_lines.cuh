@@ -30,11 +30,12 @@ struct Sum {
 };
 
 // Combines `value` over the kThreads threads of a group (1, 32 or kBlockSize consecutive
-// threads) with `op`; every thread of the group receives the result. The order of
-// combination is fixed, so the result is the same on every run. All threads of the group
-// must call it (for a block-sized group: the whole block, because of __syncthreads).
+// threads) with `op`; every thread of the group receives the result (row_reduce.cuh's
+// group_reduce leaves it with the first thread only). The order of combination is fixed, so
+// the result is the same on every run. All threads of the group must call it (for a
+// block-sized group: the whole block, because of __syncthreads).
 template <int kThreads, class A, class Op>
-__device__ A group_reduce(A value, Op op) {
+__device__ A group_all_reduce(A value, Op op) {
   if constexpr (kThreads == 1) {
     return value;
   } else {
@@ -122,11 +123,11 @@ __device__ LineStats<T> line_stats(const T* x, int64_t n, int64_t stride, int ra
   // care: it makes s NaN, and so the whole line, as on the CPU.
   T m = static_cast<T>(-INFINITY);
   for (int64_t j = rank; j < n; j += kThreads) m = Max{}(m, x[j * stride]);
-  m = group_reduce<kThreads>(m, Max{});
+  m = group_all_reduce<kThreads>(m, Max{});
   // Every exponent is <= 0, so e^ cannot overflow; the largest term is 1, so s >= 1.
   double s = 0.0;
   for (int64_t j = rank; j < n; j += kThreads) s += std::exp(x[j * stride] - m);
-  s = group_reduce<kThreads>(s, Sum{});
+  s = group_all_reduce<kThreads>(s, Sum{});
   return {m, s};
 }
 
