@@ -49,7 +49,8 @@ std::string concat(const Args&... args) {
 }  // namespace lockstep
 
 /// Throws lockstep::Error of `kind` (an ErrorKind) with the streamed message parts unless `cond`
-/// holds. Example: `LOCKSTEP_CHECK_KIND(n > 0, ErrorKind::NoCudaDevice, "cannot use ", device, ...);`
+/// holds. Example:
+/// `LOCKSTEP_CHECK_KIND(n > 0, ErrorKind::NoCudaDevice, "cannot use ", device, ...);`
 #define LOCKSTEP_CHECK_KIND(cond, kind, ...)                                            \
   do {                                                                                  \
     if (!(cond)) throw ::lockstep::Error((kind), ::lockstep::detail::concat(__VA_ARGS__)); \

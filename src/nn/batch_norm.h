@@ -14,8 +14,8 @@ namespace lockstep {
 /// momentum) with affine and track_running_stats on. Input and output (N, C, H, W).
 ///
 /// In training mode every forward normalises with the batch's own mean and variance, updates
-/// running_mean and running_var as exponential moving averages (see tensor/ops/batch_norm.h) and adds
-/// one to num_batches_tracked. In evaluation mode it normalises with the running statistics
+/// running_mean and running_var as exponential moving averages (see tensor/ops/batch_norm.h) and
+/// adds one to num_batches_tracked. In evaluation mode it normalises with the running statistics
 /// and changes nothing, so one image gives the same answer whatever batch it comes in.
 class BatchNorm2d : public Module {
  public:

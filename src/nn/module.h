@@ -120,8 +120,10 @@ class Module {
   /// fills them, as DataParallel does every step). The library's layers and models implement
   /// it; a module of your own must override it to be replicated, or this throws an error that
   /// says so. Building a layer draws initial weights, unless a SkipInitGuard (nn/init.h) lives,
-  /// as it does while DataParallel builds its replicas. Why C++ needs this where PyTorch's
-  /// replicate makes a shallow copy: chapter 3, section 3.
+  /// as it does while DataParallel builds its replicas: a module of your own that draws its
+  /// initial values other than through nn/init's functions would change the random numbers a
+  /// training run draws after it is replicated. Why C++ needs this where PyTorch's replicate
+  /// makes a shallow copy: chapter 3, section 3.
   virtual std::shared_ptr<Module> clone_structure() const;
 
   // Saving and loading

@@ -16,7 +16,8 @@
 
 namespace lockstep::cuda::detail {
 
-// "/home/me/lockstep/src/tensor/ops/cuda/gemm.cu" -> "src/tensor/ops/cuda/gemm.cu": the part a reader can find.
+// "/home/me/lockstep/src/tensor/ops/cuda/gemm.cu" -> "src/tensor/ops/cuda/gemm.cu": the part a
+// reader can find.
 inline const char* source_path(const char* file) {
   const char* found = nullptr;
   for (const char* p = std::strstr(file, "src/"); p != nullptr; p = std::strstr(p + 1, "src/")) found = p;

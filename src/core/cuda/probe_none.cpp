@@ -1,5 +1,5 @@
 // CPU-only build: there is no CUDA backend, so there are no CUDA devices.
-// (cuda_probe.cu replaces this file when CMake finds nvcc.)
+// (core/cuda/probe.cu replaces this file when CMake finds nvcc.)
 #include "core/device.h"
 
 namespace lockstep {

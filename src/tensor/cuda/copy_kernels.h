@@ -2,6 +2,10 @@
 /// The CUDA side of copy.h: the strided copy, fill, axpy and scale kernels that Tensor's own
 /// methods use on `cuda:N`, and the one function that moves bytes between the CPU and a GPU or
 /// between GPUs.
+///
+/// The copy, fill, axpy and scale kernels run on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensor's device current
+/// before it calls one. copy_between_devices picks its devices itself.
 #pragma once
 
 #include "core/cuda/api.h"

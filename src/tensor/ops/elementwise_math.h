@@ -1,7 +1,8 @@
 /// \file
-/// The per-element formulas of the elementwise ops, written once for both backends: the CPU
-/// kernels (tensor/ops/cpu/elementwise_kernels.cpp) and the CUDA kernels (tensor/ops/cuda/elementwise_kernels.cu)
-/// run the same BinaryFn / UnaryFn, so the two cannot compute different things.
+/// The per-element formulas of the elementwise ops, written once for both backends: the CPU kernels
+/// (tensor/ops/cpu/elementwise_kernels.cpp) and the CUDA kernels
+/// (tensor/ops/cuda/elementwise_kernels.cu) run the same BinaryFn / UnaryFn, so the two cannot
+/// compute different things.
 ///
 /// Kernels are templates on the function, so that the compiler inlines it into the inner loop;
 /// dispatch_arithmetic / dispatch_comparison / dispatch_unary turn the runtime BinaryOp or

@@ -74,7 +74,7 @@ Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
 }
 
 void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                             const Tensor& invstd, double eps, int64_t count, double momentum) {
+                                    const Tensor& invstd, double eps, int64_t count, double momentum) {
   const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();  // (C)
   // Normalisation divides by n, but the running variance estimates the population's, so it
   // uses the unbiased n - 1, as PyTorch does.
@@ -94,7 +94,7 @@ void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& ru
 }
 
 void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias, const Tensor& out) {
+                             const Tensor& bias, const Tensor& out) {
   const Tensor x = input.contiguous();  // x, out: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();
@@ -119,7 +119,7 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
 }
 
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
-                                                     const Tensor& mean) {
+                                                            const Tensor& mean) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const std::vector<double> m = mean.to_vector<double>();
@@ -151,8 +151,8 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
 }
 
 void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
-                               const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                               const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
+                                      const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                                      const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();

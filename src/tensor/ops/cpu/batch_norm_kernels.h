@@ -1,10 +1,10 @@
 /// \file
-/// CPU kernels for batch normalisation, split the way PyTorch splits them for
-/// SyncBatchNorm (torch.batch_norm_stats_kernel, batch_norm_elemt_kernel, batch_norm_backward_reduce_kernel,
-/// batch_norm_backward_elemt_kernel): the per-channel reductions are separate functions from the
-/// elementwise passes. SyncBatchNorm (chapter 6) reuses the elementwise passes unchanged and
-/// only swaps what goes between them: it all-gathers every rank's (mean, invstd, count) and
-/// all-reduces (sum_dy, sum_dy_xmu), so that each rank normalises with global statistics.
+/// CPU kernels for batch normalisation, split the way PyTorch splits them for SyncBatchNorm
+/// (torch.batch_norm_stats, batch_norm_elemt, batch_norm_backward_reduce,
+/// batch_norm_backward_elemt, whose names the kernels here take): the per-channel reductions are separate functions from the
+/// elementwise passes. SyncBatchNorm (chapter 6) reuses the elementwise passes unchanged and only
+/// swaps what goes between them: it all-gathers every rank's (mean, invstd, count) and all-reduces
+/// (sum_dy, sum_dy_xmu), so that each rank normalises with global statistics.
 ///
 /// Shapes: input and gradients are (N, C) or (N, C, H, W), read as (N, C, S) with S = H * W
 /// (S = 1 for 2-D input); per-channel tensors are (C) and have the input's dtype. Sums are
@@ -30,17 +30,17 @@ Tensor batch_norm_invstd_kernel(const Tensor& var, double eps);
 /// variance; the batch variance is recovered from invstd and made unbiased (times
 /// count / (count - 1)), exactly as PyTorch updates running_var. count = N * S must be > 1.
 void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                             const Tensor& invstd, double eps, int64_t count, double momentum);
+                                    const Tensor& invstd, double eps, int64_t count, double momentum);
 
 /// out = (input - mean) * invstd * weight + bias, per channel. out: contiguous, input's shape.
 void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias, const Tensor& out);
+                             const Tensor& bias, const Tensor& out);
 
 /// The two per-channel sums the backward pass needs: sum_dy = sum of grad_output and
 /// sum_dy_xmu = sum of grad_output * (input - mean), over (N, S). Returns (sum_dy, sum_dy_xmu),
 /// both (C). From them: grad_bias = sum_dy and grad_weight = sum_dy_xmu * invstd.
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
-                                                     const Tensor& mean);
+                                                            const Tensor& mean);
 
 /// The input gradient of training-mode batch norm, where the mean and variance depend on the
 /// input too. With xhat = (input - mean) * invstd and n = count:
@@ -48,7 +48,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
 /// which is the textbook (weight * invstd / n) * (n dy - sum(dy) - xhat * sum(dy * xhat)).
 /// grad_input: contiguous, input's shape.
 void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
-                               const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                               const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input);
+                                      const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                                      const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu

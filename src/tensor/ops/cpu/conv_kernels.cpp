@@ -35,8 +35,7 @@ std::pair<int64_t, int64_t> inside_range(int64_t k, int64_t size, int64_t out_si
 // im2col copies along these segments; col2im adds back along them.
 // The geometry is taken by value: a reference could point at memory that the copy inside
 // `segment` (a call to memmove) might change, so the compiler would reload every field after
-// each segment. With a copy of its own it keeps them in registers (the one-thread CNN trains
-// about 2.5% faster).
+// each segment. With a copy of its own it keeps them in registers.
 template <class Segment>
 void for_each_segment(const Conv2dGeometry g, Segment segment) {
   for (int64_t c = 0; c < g.channels; ++c) {
@@ -93,25 +92,25 @@ void for_each_share(int64_t batch, int64_t shares, Work work) {
 // inside gemm a team of one). With fewer images, images run one by one and each GEMM uses
 // all the threads instead.
 //
-// Why not one im2col matrix for the whole batch, (C_in*kH*kW, N*H_out*W_out), and a single
-// large GEMM that parallelises itself? Per-image shares are faster on the chapter-2 CNN, even
-// though the single GEMM keeps its cols from the forward pass instead of recomputing them
-// (tests/bench/README.md has the measurements). The single GEMM needs y and dy permuted
-// between (N, C_out, pixels) and (C_out, N*pixels), its cols matrix is N times larger and
-// falls out of cache, and its threads meet at barriers; per-image work runs without
-// synchronisation until the dW partial sums are added (the backward pass splits the batch the same way, into the fixed groups of
+// Why not one im2col matrix for the whole batch, (C_in*kH*kW, N*H_out*W_out), and a single large
+// GEMM that parallelises itself? Per-image shares are faster on the chapter-2 CNN, even though the
+// single GEMM keeps its cols from the forward pass instead of recomputing them
+// (tests/bench/README.md has the measurements). The single GEMM needs y and dy permuted between (N,
+// C_out, pixels) and (C_out, N*pixels), its cols matrix is N times larger and falls out of cache,
+// and its threads meet at barriers; per-image work runs without synchronisation until the dW
+// partial sums are added (the backward pass splits the batch the same way, into the fixed groups of
 // weight_grad_groups below rather than one share per thread).
 int64_t batch_shares(int64_t batch) {
   const int64_t threads = get_num_threads();
   return batch >= threads ? threads : 1;
 }
 
-// How many groups of consecutive images the weight gradient's sum over the batch is split
-// into: a number fixed by the batch alone, so that the thread count changes the speed of a
-// training run and never its bits (each group's partial sum, and the order the partial sums are added
-// in, would otherwise move with the thread count). 16 groups keep up to 16 threads busy; more
-// threads than that share out only 16 groups. The partial sums cost 16 copies of dW: 1.2 MB
-// for the chapter-2 CNN's second convolution.
+// How many groups of consecutive images the weight gradient's sum over the batch is split into: a
+// number fixed by the batch alone, so that the thread count changes the speed of a training run and
+// never its bits (each group's partial sum, and the order the partial sums are added in, would
+// otherwise move with the thread count). 16 groups keep up to 16 threads busy; more threads than
+// that share out only 16 groups. The partial sums cost 16 copies of dW: 1.2 MB for the chapter-2
+// CNN's second convolution.
 constexpr int64_t kWeightGradGroups = 16;
 
 int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }

@@ -42,7 +42,7 @@ void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* ou
 }  // namespace
 
 void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
-                        const Tensor& indices) {
+                       const Tensor& indices) {
   const Tensor x = input.contiguous();  // x: (N, C, H, W)
   const int64_t planes = x.size(0) * x.size(1);
   const int64_t H = x.size(2), W = x.size(3);

@@ -15,7 +15,7 @@ namespace lockstep::cpu {
 /// that maximum (its position inside its plane, as PyTorch stores it). input: (N, C, H, W)
 /// f32/f64, any strides; out: (N, C, OH, OW) contiguous, same dtype; indices: same shape, i64.
 void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
-                        const Tensor& indices);
+                       const Tensor& indices);
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;

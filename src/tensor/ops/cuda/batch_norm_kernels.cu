@@ -1,7 +1,7 @@
 // CUDA batch normalisation (declared in tensor/ops/cuda/batch_norm_kernels.h). The CPU reference is
-// tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats_kernel and friends), whose arithmetic this
-// follows step for step: per-channel sums in double, per-channel coefficients folded in double
-// and rounded to the element type once, then one or two multiply-adds per element.
+// tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats_kernel and friends), whose
+// arithmetic this follows step for step: per-channel sums in double, per-channel coefficients
+// folded in double and rounded to the element type once, then one or two multiply-adds per element.
 //
 // x: (N, C, S), contiguous, S = H * W (1 for 2-D input). Channel c owns the N * S elements
 // x[n, c, s], numbered j = n * S + s; element j of channel c sits at (n * C + c) * S + s.
@@ -155,9 +155,9 @@ __global__ void channel_backward_sums(const T* dy, const T* x, const T* mean, Ch
   }
 }
 
-// Thread c: the backward pass's per-channel coefficients, as in cpu::batch_norm_backward_elemt_kernel:
-// k = weight * invstd, mean_dy = sum_dy / n, proj = invstd^2 * sum_dy_xmu / n and mu = mean.
-// coefficients: (4, C), one row each. A null weight means 1.
+// Thread c: the backward pass's per-channel coefficients, as in
+// cpu::batch_norm_backward_elemt_kernel: k = weight * invstd, mean_dy = sum_dy / n, proj = invstd^2
+// * sum_dy_xmu / n and mu = mean. coefficients: (4, C), one row each. A null weight means 1.
 template <class T>
 __global__ void fold_backward(const T* mean, const T* invstd, const T* weight, const T* sum_dy,
                                      const T* sum_dy_xmu, int64_t C, double n, T* coefficients) {
@@ -226,7 +226,7 @@ Tensor batch_norm_invstd_kernel(const Tensor& var, double eps) {
 }
 
 void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                             const Tensor& invstd, double eps, int64_t count, double momentum) {
+                                    const Tensor& invstd, double eps, int64_t count, double momentum) {
   const Tensor m = mean.contiguous(), is = invstd.contiguous();  // (C)
   const int64_t C = m.numel();
   if (C == 0) return;
@@ -243,7 +243,7 @@ void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& ru
 }
 
 void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias, const Tensor& out) {
+                             const Tensor& bias, const Tensor& out) {
   const Tensor x = input.contiguous();  // x, out: (N, C, S)
   const ChannelLayout l = channel_layout(x);
   const int64_t total = x.numel();
@@ -265,7 +265,7 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
 }
 
 std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output, const Tensor& input,
-                                                     const Tensor& mean) {
+                                                            const Tensor& mean) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const Tensor m = mean.contiguous();
   const ChannelLayout l = channel_layout(x);
@@ -282,8 +282,8 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
 }
 
 void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
-                               const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                               const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
+                                      const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
+                                      const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x, grad_input: (N, C, S)
   const ChannelLayout l = channel_layout(x);
   const int64_t total = x.numel();

@@ -5,6 +5,10 @@
 /// tensors are (C) with the input's dtype (f32 or f64); every tensor lives on one CUDA device.
 /// Per-channel sums are accumulated in double, as on the CPU, and nothing is read back to the
 /// host: the statistics stay on the GPU from the reduction to the elementwise pass.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include <cstdint>
@@ -25,24 +29,25 @@ LOCKSTEP_CUDA_FN(Tensor batch_norm_invstd_kernel(const Tensor& var, double eps))
 /// running = (1 - momentum) * running + momentum * batch, in place, for the mean and for the
 /// unbiased variance (recovered from invstd, times count / (count - 1)); count must be > 1.
 LOCKSTEP_CUDA_FN(void batch_norm_update_stats_kernel(const Tensor& running_mean, const Tensor& running_var,
-                                              const Tensor& mean, const Tensor& invstd, double eps, int64_t count,
-                                              double momentum))
+                                                     const Tensor& mean, const Tensor& invstd, double eps,
+                                                     int64_t count, double momentum))
 
 /// out = (input - mean) * invstd * weight + bias, per channel; out: contiguous, input's shape.
 /// An undefined weight means 1 and an undefined bias means 0.
 LOCKSTEP_CUDA_FN(void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tensor& invstd,
-                                       const Tensor& weight, const Tensor& bias, const Tensor& out))
+                                              const Tensor& weight, const Tensor& bias, const Tensor& out))
 
 /// Per-channel sum_dy = sum of grad_output and sum_dy_xmu = sum of grad_output * (input - mean)
 /// over (N, S); returns (sum_dy, sum_dy_xmu), both (C).
 LOCKSTEP_CUDA_FN(std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output,
-                                                                      const Tensor& input, const Tensor& mean))
+                                                                             const Tensor& input, const Tensor& mean))
 
 /// The training-mode input gradient, with xhat = (input - mean) * invstd and n = count:
 ///     grad_input = weight * invstd * (grad_output - sum_dy / n - xhat * invstd * sum_dy_xmu / n).
 /// grad_input: contiguous, input's shape. An undefined weight means 1.
-LOCKSTEP_CUDA_FN(void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
-                                                const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
-                                                const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input))
+LOCKSTEP_CUDA_FN(void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input,
+                                                       const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                                                       const Tensor& sum_dy, const Tensor& sum_dy_xmu, int64_t count,
+                                                       const Tensor& grad_input))
 
 }  // namespace lockstep::cuda

@@ -1,11 +1,16 @@
 /// \file
 /// CUDA kernels for conv2d: the same functions, parameters and results as the CPU kernels in
-/// tensor/ops/cpu/conv_kernels.h (both take the Conv2dGeometry of tensor/ops/kernels/conv_geometry.h), built the same way from im2col,
-/// col2im and GEMM (cuda::gemm), with every tensor on one CUDA device.
+/// tensor/ops/cpu/conv_kernels.h (both take the Conv2dGeometry of
+/// tensor/ops/kernels/conv_geometry.h), built the same way from im2col, col2im and GEMM
+/// (cuda::gemm), with every tensor on one CUDA device.
 ///
 /// The difference is the batch: instead of one small GEMM per image, the GPU unfolds a chunk of
 /// images at once into one im2col matrix (C_in*kH*kW, images*H_out*W_out), so that each GEMM
 /// is large enough to fill the GPU. Chunks keep that matrix to a bounded size.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include "core/cuda/api.h"

@@ -1,9 +1,9 @@
-// Dropout's mask on a GPU. mask: any shape, contiguous, n elements, f32/f64/f16/bf16; each
-// element is `scale` (kept, probability 1 - p) or 0 (dropped). CPU reference: tensor/ops/dropout.cpp
-// draws one uniform double per element from a sequential Generator; the GPU cannot share such a
-// sequence between threads, so it uses Philox-4x32-10 (dropout_kernels.h) keyed by one 64-bit
-// draw from that Generator. The two devices therefore give different masks for the same seed,
-// each reproducible on its own.
+// Dropout's mask on a GPU. mask: any shape, contiguous, n elements, f32/f64/f16/bf16; each element
+// is `scale` (kept, probability 1 - p) or 0 (dropped). CPU reference: tensor/ops/dropout.cpp draws
+// one uniform double per element from a sequential Generator; the GPU cannot share such a sequence
+// between threads, so it uses Philox-4x32-10 (dropout_kernels.h) keyed by one 64-bit draw from that
+// Generator. The two devices therefore give different masks for the same seed, each reproducible on
+// its own.
 //
 // Decomposition: one Philox call yields four 32-bit words, so thread t of the grid-stride loop
 // takes group g of four consecutive elements (4g .. 4g + 3) and keeps element 4g + j when

@@ -7,6 +7,10 @@
 /// its own elements from their index, with no shared state and no ordering. Lockstep uses
 /// Philox-4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3",
 /// SC 2011), the generator behind PyTorch's and cuRAND's GPU dropout.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include <cstdint>

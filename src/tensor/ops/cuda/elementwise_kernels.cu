@@ -1,5 +1,6 @@
 // CUDA elementwise kernels; their CPU reference is cpu::binary_kernel / cpu::unary_kernel
-// (tensor/ops/cpu/elementwise_kernels.cpp), and both run the formulas of tensor/ops/elementwise_math.h:
+// (tensor/ops/cpu/elementwise_kernels.cpp), and both run the formulas of
+// tensor/ops/elementwise_math.h:
 //   binary: out[i] = f(a[i], b[i])   a, b: any shapes that broadcast to out's shape
 //   unary:  out[i] = f(a[i])         a: any layout, out: a's shape
 // Two paths, each with one thread per element (or per 4 elements) in a grid-stride loop:

@@ -1,8 +1,12 @@
 /// \file
-/// CUDA kernels for elementwise ops: the same functions, parameters and results as the CPU
-/// kernels in tensor/ops/cpu/elementwise_kernels.h (BinaryOp and UnaryOp come from tensor/ops/kernels/elementwise_ops.h); every
-/// tensor lives on one CUDA device. The per-element formulas are shared with the CPU through
-/// tensor/ops/elementwise_math.h.
+/// CUDA kernels for elementwise ops: the same functions, parameters and results as the CPU kernels
+/// in tensor/ops/cpu/elementwise_kernels.h (BinaryOp and UnaryOp come from
+/// tensor/ops/kernels/elementwise_ops.h); every tensor lives on one CUDA device. The per-element
+/// formulas are shared with the CPU through tensor/ops/elementwise_math.h.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include "core/cuda/api.h"

@@ -8,6 +8,10 @@
 /// that check would stall the CPU until the targets were copied back, so instead these kernels
 /// make the loss NaN when any row's target is out of range (and that row's gradient NaN);
 /// they never read or write outside the tensors.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include "core/cuda/api.h"

@@ -1,5 +1,5 @@
-// CUDA max along one dimension, remembering where the maximum was, and its backward pass; their
-// CPU reference is cpu::max_kernel / cpu::max_backward_kernel (tensor/ops/cpu/max_kernels.cpp), with
+// CUDA max along one dimension, remembering where the maximum was, and its backward pass; their CPU
+// reference is cpu::max_kernel / cpu::max_backward_kernel (tensor/ops/cpu/max_kernels.cpp), with
 // the same rules: ties go to the first position, a NaN is larger than every number.
 //   forward:  a: (outer, n, inner) around dim, made contiguous; values, indices: (outer, inner)
 //   backward: grad, indices: (outer, inner); grad_input: (outer, n, inner)

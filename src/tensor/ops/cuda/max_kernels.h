@@ -4,6 +4,10 @@
 /// than everything); every tensor lives on one CUDA device.
 ///
 /// Both see a tensor as (outer, n, inner) around the reduced dimension `dim`.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include <cstdint>

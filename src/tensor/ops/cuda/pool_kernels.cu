@@ -85,7 +85,7 @@ __global__ void max_pool2d_backward_elements(const T* grad_output, StridedOffset
 }  // namespace
 
 void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
-                        const Tensor& indices) {
+                       const Tensor& indices) {
   const cudaStream_t stream = stream_for(out.device());
   const PoolShape s{input.size(1), input.size(2),  input.size(3), out.size(2),
                     out.size(3),   kernel_size,    stride,        padding};

@@ -1,8 +1,12 @@
 /// \file
-/// CUDA kernels for max_pool2d: the forward pass finds each window's maximum and its position,
-/// the backward pass sends each output's gradient back to that position. Same functions,
-/// parameters and results as the CPU kernels in tensor/ops/cpu/pool_kernels.h; every tensor lives on
-/// one CUDA device.
+/// CUDA kernels for max_pool2d: the forward pass finds each window's maximum and its position, the
+/// backward pass sends each output's gradient back to that position. Same functions, parameters and
+/// results as the CPU kernels in tensor/ops/cpu/pool_kernels.h; every tensor lives on one CUDA
+/// device.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +21,7 @@ namespace lockstep::cuda {
 /// that maximum (the first one in row-major order on ties; a NaN wins). input: (N, C, H, W)
 /// f32/f64, any strides; out: (N, C, OH, OW) contiguous, same dtype; indices: same shape, i64.
 LOCKSTEP_CUDA_FN(void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
-                                         const Tensor& out, const Tensor& indices))
+                                        const Tensor& out, const Tensor& indices))
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;

@@ -1,6 +1,10 @@
 /// \file
 /// CUDA kernel behind sum() and mean(): the same function, parameters and results as
 /// cpu::sum_kernel (tensor/ops/cpu/reduce_kernels.h); every tensor lives on one CUDA device.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include <vector>

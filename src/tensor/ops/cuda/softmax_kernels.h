@@ -2,6 +2,10 @@
 /// CUDA kernels for softmax and log_softmax along one dimension (forward and backward). Same
 /// functions, parameters and results as the CPU kernels in tensor/ops/cpu/softmax_kernels.h;
 /// every tensor lives on one CUDA device.
+///
+/// Every function here runs on the current CUDA device: the dispatch point
+/// (`kernels::name.call`, tensor/ops/kernels/dispatch.h) makes the tensors' device current
+/// before it calls one.
 #pragma once
 
 #include "core/cuda/api.h"
