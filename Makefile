@@ -17,7 +17,11 @@ DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-d
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 
-.PHONY: all deps configure build test docs clean help compare-torch gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
+# The exercises: chapters/chNN_topic/exercises/<name>/ is exercise chNN_<name>.
+exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
+EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
+
+.PHONY: all deps configure build test docs clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
 
 all: build
 
@@ -26,6 +30,7 @@ help:
 	@echo "make test       install missing packages, build everything, run all tests (ctest)"
 	@echo "make build      library, chapters, tests and benchmarks"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
+	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
@@ -83,6 +88,18 @@ $(CHAPTERS): chapter%: configure mpirun-as-root
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target $@
 	@cp $(BUILD_DIR)/$@ ./$@
 	@echo "Built ./$@ (run ./$@ --help for its flags)"
+
+# make exercise EX=chNN_name [FILE=path]: builds the exercise's test with the student's file
+# (the exercise's starter.cpp, or FILE) and runs it (chapters/EXERCISES.md). Each run sets the
+# file again, so leaving FILE out goes back to starter.cpp.
+EXERCISE_DIR = $(dir $(wildcard chapters/$(firstword $(subst _, ,$(EX)))_*/exercises/$(patsubst $(firstword $(subst _, ,$(EX)))_%,%,$(EX))/test.cpp))
+exercise: deps
+	@if [ -z "$(filter $(EX),$(EXERCISES))" ]; then \
+	  echo "make exercise EX=<name>: expected one of the exercises: $(EXERCISES)"; exit 1; fi
+	@if [ -n "$(FILE)" ] && [ ! -f "$(FILE)" ]; then echo "make exercise: FILE=$(FILE) is not a file"; exit 1; fi
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) \
+	  "-DLOCKSTEP_EXERCISE_FILE_$(EX)=$(abspath $(or $(FILE),$(EXERCISE_DIR)starter.cpp))" >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target check_exercise_$(EX)
 
 # Chapter 2 beside PyTorch on the same workload (needs Debian's python3-torch; not part of CI).
 COMPARE_ARGS ?= --model cnn --epochs 2 --batch-size 64 --lr 0.05 --threads 2

@@ -1,0 +1,74 @@
+# Exercises: chapters/chNN_topic/exercises/<name>/ holds starter.cpp (the file a student
+# edits), solution.cpp (the reference), test.cpp (GoogleTest) and README.md (the text). The
+# exercise is called chNN_<name>. For each one this file builds two test programs, both from
+# test.cpp:
+#   exercise_chNN_<name>           with the student's file: starter.cpp, or the file in the
+#                                  cache variable LOCKSTEP_EXERCISE_FILE_chNN_<name>
+#                                  (`make exercise EX=chNN_<name> FILE=path` sets it);
+#   exercise_chNN_<name>_solution  with solution.cpp;
+# a target check_exercise_chNN_<name> that builds and runs the student's program (what
+# `make exercise` runs), and two CTest tests (label exercise), so that CI tests the tests:
+#   exercise_chNN_<name>_solution       the test passes against the reference solution;
+#   exercise_chNN_<name>_starter_fails  it fails against starter.cpp, with gtest's FAILED line
+#                                       (registered while the student's file is starter.cpp).
+# An exercise whose folder has an exercise.cmake setting EXERCISE_MPI_RANKS runs under
+# `mpirun -n EXERCISE_MPI_RANKS` with the MPI tests' main (tests/mpi/mpi_test_main.cpp), and
+# only where CMake found MPI; the others link gtest's main. A new exercise needs no edit here.
+find_package(GTest REQUIRED)
+# Open MPI refuses root and more ranks than cores unless told, as for the MPI tests.
+set(EXERCISE_MPI_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+
+file(GLOB EXERCISE_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/chapters/ch*/exercises/*/test.cpp)
+foreach(exercise_test ${EXERCISE_TESTS})
+  get_filename_component(exercise_dir ${exercise_test} DIRECTORY)
+  get_filename_component(exercise_name ${exercise_dir} NAME)
+  string(REGEX REPLACE ".*/chapters/(ch[0-9]+)_[^/]*/exercises/.*" "\\1" chapter ${exercise_dir})
+  set(exercise ${chapter}_${exercise_name})
+
+  unset(EXERCISE_MPI_RANKS)
+  if(EXISTS ${exercise_dir}/exercise.cmake)
+    include(${exercise_dir}/exercise.cmake)
+  endif()
+  if(DEFINED EXERCISE_MPI_RANKS AND NOT LOCKSTEP_MPI)
+    add_test(NAME exercise_${exercise}_solution
+             COMMAND sh -c "echo 'MPI was not found when CMake ran: exercise ${exercise} is skipped'; exit 77")
+    set_tests_properties(exercise_${exercise}_solution PROPERTIES LABELS exercise SKIP_RETURN_CODE 77)
+    continue()
+  endif()
+
+  set(LOCKSTEP_EXERCISE_FILE_${exercise} ${exercise_dir}/starter.cpp CACHE FILEPATH
+      "The student's file for exercise ${exercise} (make exercise EX=${exercise} FILE=path)")
+  foreach(variant student solution)
+    if(variant STREQUAL student)
+      set(target exercise_${exercise})
+      set(source ${LOCKSTEP_EXERCISE_FILE_${exercise}})
+    else()
+      set(target exercise_${exercise}_solution)
+      set(source ${exercise_dir}/solution.cpp)
+    endif()
+    if(DEFINED EXERCISE_MPI_RANKS)
+      add_executable(${target} ${exercise_test} ${source} ${CMAKE_CURRENT_SOURCE_DIR}/tests/mpi/mpi_test_main.cpp)
+      target_link_libraries(${target} PRIVATE lockstep GTest::gtest)
+      set(command_${variant} ${CMAKE_COMMAND} -E env ${EXERCISE_MPI_ENVIRONMENT} ${MPIEXEC_EXECUTABLE}
+          ${MPIEXEC_NUMPROC_FLAG} ${EXERCISE_MPI_RANKS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}>)
+    else()
+      add_executable(${target} ${exercise_test} ${source})
+      target_link_libraries(${target} PRIVATE lockstep GTest::gtest_main)
+      set(command_${variant} $<TARGET_FILE:${target}>)
+    endif()
+    # Tests include the library's test helpers, e.g. "unit/gradcheck.h".
+    target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tests)
+  endforeach()
+
+  add_custom_target(check_exercise_${exercise} COMMAND ${command_student} DEPENDS exercise_${exercise}
+                    COMMENT "Exercise ${exercise} against ${LOCKSTEP_EXERCISE_FILE_${exercise}}" USES_TERMINAL VERBATIM)
+  add_test(NAME exercise_${exercise}_solution COMMAND ${command_solution})
+  set_tests_properties(exercise_${exercise}_solution PROPERTIES LABELS exercise TIMEOUT 120)
+  if(LOCKSTEP_EXERCISE_FILE_${exercise} STREQUAL ${exercise_dir}/starter.cpp)
+    # Passes only when gtest reports a failed test: a crash or a build error does not count
+    # (plain text: under mpirun gtest may colour its lines).
+    add_test(NAME exercise_${exercise}_starter_fails COMMAND ${command_student} --gtest_color=no)
+    set_tests_properties(exercise_${exercise}_starter_fails PROPERTIES LABELS exercise TIMEOUT 120
+                         PASS_REGULAR_EXPRESSION "\\[  FAILED  \\] [0-9]+ tests?, listed below")
+  endif()
+endforeach()
