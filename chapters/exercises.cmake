@@ -15,8 +15,6 @@
 # `mpirun -n EXERCISE_MPI_RANKS` with the MPI tests' main (tests/mpi/mpi_test_main.cpp), and
 # only where CMake found MPI; the others link gtest's main. A new exercise needs no edit here.
 find_package(GTest REQUIRED)
-# Open MPI refuses root and more ranks than cores unless told, as for the MPI tests.
-set(EXERCISE_MPI_ENVIRONMENT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
 
 file(GLOB EXERCISE_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/chapters/ch*/exercises/*/test.cpp)
 foreach(exercise_test ${EXERCISE_TESTS})
@@ -49,7 +47,7 @@ foreach(exercise_test ${EXERCISE_TESTS})
     if(DEFINED EXERCISE_MPI_RANKS)
       add_executable(${target} ${exercise_test} ${source} ${CMAKE_CURRENT_SOURCE_DIR}/tests/mpi/mpi_test_main.cpp)
       target_link_libraries(${target} PRIVATE lockstep GTest::gtest)
-      set(command_${variant} ${CMAKE_COMMAND} -E env ${EXERCISE_MPI_ENVIRONMENT} ${MPIEXEC_EXECUTABLE}
+      set(command_${variant} ${CMAKE_COMMAND} -E env ${MPI_TEST_ENVIRONMENT} ${MPIEXEC_EXECUTABLE}
           ${MPIEXEC_NUMPROC_FLAG} ${EXERCISE_MPI_RANKS} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}>)
     else()
       add_executable(${target} ${exercise_test} ${source})
