@@ -11,6 +11,8 @@ namespace lockstep {
 enum class DeviceType { CPU, CUDA };
 
 /// A device: its type and, for CUDA, its index (`cuda:0`, `cuda:1`, ...). Like torch.device.
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class Device {
  public:
   /// The CPU (the default device).

@@ -14,6 +14,8 @@ namespace lockstep {
 
 /// A block of `nbytes` bytes on one device, freed through its allocator when the last tensor
 /// that views it goes away (tensors hold it by std::shared_ptr).
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class Storage {
  public:
   /// Allocates `nbytes` on `allocator`'s device. The bytes are uninitialised.

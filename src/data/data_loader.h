@@ -80,6 +80,8 @@ class DataLoaderOptions {
 
 /// Iterates over a dataset in batches, one epoch per range-for loop (see the file comment for
 /// the threading). Not copyable; iterate it from one thread at a time.
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class DataLoader {
   class Epoch;
 

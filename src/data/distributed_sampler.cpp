@@ -23,6 +23,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t num_replica
   num_samples_ = options.drop_last() ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
 }
 
+//! [index rule]
 std::vector<int64_t> DistributedSampler::indices() {
   std::vector<int64_t> order;
   if (shuffle_) {
@@ -45,6 +46,7 @@ std::vector<int64_t> DistributedSampler::indices() {
   }
   return shard;
 }
+//! [index rule]
 
 void DistributedSampler::set_epoch(int64_t epoch) {
   LOCKSTEP_CHECK(epoch >= 0, "DistributedSampler: expected an epoch >= 0, got ", epoch);

@@ -58,6 +58,8 @@ class DistributedSamplerOptions {
 /// one forward and backward pass, and every backward pass ends in collectives (all-reduce of
 /// the gradients) that all ranks must join, so a rank with one step more would wait forever
 /// for the others.
+///
+/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class DistributedSampler : public Sampler {
  public:
   /// The sampler of rank `rank` out of `num_replicas` over a dataset of `dataset_size`

@@ -41,6 +41,8 @@ class SequentialSampler : public Sampler {
 /// Visits a new random permutation of 0..n-1 every epoch (torch.utils.data.RandomSampler with
 /// a seeded generator). The generator is seeded once, so the epochs differ from each other
 /// while the whole sequence of epochs is the same on every run with the same seed.
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class RandomSampler : public Sampler {
  public:
   /// A sampler over a dataset of `n` samples whose generator starts from `seed`.

@@ -67,6 +67,8 @@ class DistributedDataParallelOptions {
 /// Wraps `module` so that its gradients are averaged across the ranks of a process group. The
 /// wrapped module is registered as the child "module": the wrapper's state_dict keys start with
 /// "module." (save `ddp.module().state_dict()` to get the plain names).
+///
+/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class DistributedDataParallel : public Module {
  public:
   /// Checks that every rank's module has parameters of the same names order, shapes and dtypes

@@ -30,6 +30,8 @@ enum class ReduceOp {
 /// read or written by the backend, and must stay alive and untouched. (A Work dropped unwaited
 /// keeps its tensors' memory safe all the same: with NCCL, the streams that may reuse that
 /// memory wait for the collective, so they stall with it if a rank never joins.)
+///
+/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class Work {
  public:
   virtual ~Work() = default;
@@ -49,6 +51,8 @@ class Work {
 /// are modified in place and must be contiguous; in one call they share a dtype and device. The
 /// change counts in the modified tensor's Tensor::version() when the collective starts, as in
 /// PyTorch (on every rank, the root of a broadcast included).
+///
+/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

@@ -74,10 +74,12 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
   }
   reset_marks();
 
+  //! [hooks]
   // 3. The hooks: backward calls them as each gradient is complete.
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_ready(i); }));
   }
+  //! [hooks]
 }
 
 Reducer::~Reducer() {
@@ -116,6 +118,7 @@ std::vector<BucketSummary> Reducer::buckets() const {
   return out;
 }
 
+//! [bucket ready]
 void Reducer::mark_ready(size_t index) {
   // Without a synchronised forward first (inside no_sync(), say) gradients just accumulate in
   // param.grad(), as without DDP.
@@ -144,6 +147,7 @@ void Reducer::launch_ready_buckets() {
     bucket.work = group_.all_reduce_async(bucket.flat, ReduceOp::Sum);
   }
 }
+//! [bucket ready]
 
 void Reducer::finalize_backward() {
   finalize_queued_ = false;

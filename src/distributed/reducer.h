@@ -62,6 +62,8 @@ class ReducerOptions {
 
 /// Averages the gradients of `params` across the ranks of a group, bucket by bucket, overlapped
 /// with backward. Created and driven by DistributedDataParallel.
+///
+/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class Reducer {
  public:
   /// Buckets `params` (name, tensor) in reverse order: the first bucket closes once it holds

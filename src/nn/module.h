@@ -47,6 +47,8 @@ struct IncompatibleKeys {
 /// Modules are held by std::shared_ptr (children are shared, as in PyTorch a submodule is an
 /// object referenced by its parent) and cannot be copied: a copy would silently share every
 /// parameter with the original.
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class Module {
  public:
   Module() = default;

@@ -54,6 +54,8 @@ class AdamOptions {
 ///     p -= lr / (1 - beta1^t) * m / denom
 ///
 /// State: "exp_avg" (m), "exp_avg_sq" (v), "step" (t, a 0-d f32 tensor as in PyTorch).
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class Adam : public Optimizer {
  public:
   /// Optimises `params` (leaves that require grad) with `options`; checks the hyper-parameters
@@ -83,6 +85,8 @@ class Adam : public Optimizer {
 ///
 /// AdamW is Adam with one line changed, so it is Adam constructed with a flag rather than a
 /// second copy of the update (recent PyTorch versions define it the same way).
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class AdamW : public Adam {
  public:
   /// Optimises `params` with `options` (weight_decay defaults to 1e-2).

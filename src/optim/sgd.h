@@ -55,6 +55,8 @@ class SGDOptions {
 ///     p -= lr * d
 ///
 /// The momentum buffer is the state "momentum_buffer".
+///
+/// \see @ref chapter2 "Chapter 2: Training on one device", which introduces it.
 class SGD : public Optimizer {
  public:
   /// Optimises `params` (leaves that require grad) with `options`; checks the hyper-parameters

@@ -26,6 +26,8 @@ namespace lockstep {
 /// Replicas sharing a GPU use that GPU's side streams, which belong to the whole process, so
 /// one thread at a time may run DataParallel on a given GPU (and a DataParallel must not run
 /// inside another's replica): two at once could hand each other memory still in use.
+///
+/// \see @ref chapter3 "Chapter 3: DataParallel", which introduces it.
 class DataParallel : public Module {
  public:
   /// Replicas on `devices` (at least one); outputs gathered on `output_device` (devices[0] by

@@ -31,6 +31,8 @@ struct DataParallelTimes {
 /// Sums the spans of category "parallel" into DataParallelTimes, one field per phase, and
 /// counts a step per forward phase. It receives them through a SpanObservation, from every
 /// DataParallel step run in the process while it is observing.
+///
+/// \see @ref chapter3 "Chapter 3: DataParallel", which introduces it.
 class DataParallelTimer : public SpanObserver {
  public:
   /// Waits for `devices` (the CUDA ones) before every clock reading while synchronising.

@@ -85,6 +85,8 @@ class TensorOptions {
 
 /// An n-dimensional array with autograd, like torch.Tensor. A default-constructed Tensor is
 /// "undefined" (holds nothing), as a missing gradient is.
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class Tensor {
  public:
   /// An undefined tensor.

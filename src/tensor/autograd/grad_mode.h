@@ -11,6 +11,8 @@ void set_grad_mode(bool enabled);
 
 /// Turns recording off for its lifetime (torch.no_grad()): use it for evaluation and for
 /// optimiser updates. Restores the previous mode when destroyed.
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class NoGradGuard {
  public:
   /// Disables grad mode.

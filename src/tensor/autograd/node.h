@@ -20,6 +20,8 @@ namespace lockstep {
 
 /// One step of the backward pass: given the gradient of the loss with respect to this node's
 /// output, return the gradients with respect to each of its inputs.
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class Node {
  public:
   virtual ~Node() = default;

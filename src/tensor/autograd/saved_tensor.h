@@ -28,6 +28,8 @@ class SavedTensorModified : public Error {
 };
 
 /// A tensor saved by an op for its backward pass, checked when the backward pass uses it.
+///
+/// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class SavedTensor {
  public:
   /// Nothing saved: unpack() returns an undefined tensor (an optional weight that was absent).

@@ -216,6 +216,7 @@ void cublas_gemm(Device device, GemmProblem<T> g) {
 // columns tx, tx + 16, tx + 32, tx + 48: spread out rather than a 4 x 4 square, so that the 16
 // threads with one ty read 16 consecutive shared-memory words (no bank conflicts) and write 16
 // consecutive elements of a row of C (coalesced).
+//! [tiled gemm]
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
 constexpr int kThreadsM = 16, kThreadsN = 16;
 constexpr int kMicroM = kTileM / kThreadsM, kMicroN = kTileN / kThreadsN;
@@ -299,6 +300,7 @@ __global__ void __launch_bounds__(kTiledThreads) tiled_gemm(GemmProblem<T> g, in
     }
   }
 }
+//! [tiled gemm]
 
 template <class T>
 void tiled_gemm(Device device, const GemmProblem<T>& g) {

@@ -72,6 +72,7 @@ __device__ __forceinline__ T shfl_down(T value, int delta) {
   }
 }
 
+//! [warp reduce]
 // Combines the values of the 32 lanes of a warp; lane 0 gets the result. Each step folds the
 // upper half of the remaining lanes onto the lower half: 16, 8, 4, 2, 1.
 template <class V, class Combine>
@@ -79,7 +80,9 @@ __device__ __forceinline__ V warp_reduce(V value, Combine combine) {
   for (int delta = kWarpSize / 2; delta > 0; delta /= 2) value = combine(value, shfl_down(value, delta));
   return value;
 }
+//! [warp reduce]
 
+//! [group reduce]
 // Combines one value per thread of a group of kGroup threads (a warp, or the whole block);
 // the group's first thread gets the result. `identity` changes nothing when combined. Every
 // thread of the group must call it (a block group synchronises).
@@ -102,6 +105,7 @@ __device__ V group_reduce(V value, V identity, Combine combine) {
     return value;
   }
 }
+//! [group reduce]
 
 // The items a group works on, in a grid-stride loop: group g of block b starts at item
 // b * groups_per_block + g. Every thread of a group sees the same items.
