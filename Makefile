@@ -21,7 +21,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
+.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
 
 all: build
 
@@ -31,6 +31,7 @@ help:
 	@echo "make build      library, chapters, tests and benchmarks"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
+	@echo "make figures    rerun the small training runs behind the book's figures and redraw their SVGs"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
@@ -136,3 +137,35 @@ bench-ddp: build
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
 	@tests/gpu/check_on_gpu.sh $(GPU_LOGS) $(GPU_STEPS)
+
+# The book's figures: small runs of the chapters write their per-step CSV (--metrics) and
+# timelines (--trace) into $(BUILD_DIR)/figures, and tools/figures/ draws each SVG into
+# chapters/chNN_*/figures/, where they are committed (tools/figures/README.md lists each command
+# and the machine). Needs Debian's python3-matplotlib, not needed by the build or the tests.
+FIGURE_PACKAGES := python3-matplotlib
+FIGURE_RUNS := $(BUILD_DIR)/figures
+FIGURE_PYTHON := /usr/bin/python3 tools/figures
+figures: configure mpirun-as-root
+	@missing=""; for p in $(FIGURE_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 sampler_indices
+	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
+	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures
+	$(FIGURE_PYTHON)/matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
+	$(BUILD_DIR)/chapter2 --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
+	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
+	$(BUILD_DIR)/chapter2 --max-steps 10 --trace $(FIGURE_RUNS)/ch2-trace.json > $(FIGURE_RUNS)/ch2-trace.log
+	$(FIGURE_PYTHON)/step_breakdown.py $(FIGURE_RUNS)/ch2-trace.json chapters/ch02_training/figures/step_breakdown.svg
+	$(BUILD_DIR)/chapter3 --max-steps 4 --trace $(FIGURE_RUNS)/ch3-trace.json > $(FIGURE_RUNS)/ch3-trace.log
+	$(FIGURE_PYTHON)/phases_timeline.py $(FIGURE_RUNS)/ch3-trace.json chapters/ch03_data_parallel/figures/phases_timeline.svg
+	mpirun -n 2 $(BUILD_DIR)/chapter4 --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
+	  --trace $(FIGURE_RUNS)/ch4-trace.json > $(FIGURE_RUNS)/ch4-trace.log
+	$(FIGURE_PYTHON)/ddp_step_timeline.py $(FIGURE_RUNS)/ch4-trace.json chapters/ch04_ddp/figures/ddp_step_timeline.svg
+	$(BUILD_DIR)/tools/figures/sampler_indices 10 2 3 > $(FIGURE_RUNS)/sampler.csv
+	$(FIGURE_PYTHON)/sampler_shards.py $(FIGURE_RUNS)/sampler.csv chapters/ch04_ddp/figures/sampler_shards.svg
+	mpirun -n 1 $(BUILD_DIR)/chapter4 --epochs 1 --metrics $(FIGURE_RUNS)/ch4-1rank.csv > $(FIGURE_RUNS)/ch4-1rank.log
+	mpirun -n 2 $(BUILD_DIR)/chapter4 --epochs 1 --metrics $(FIGURE_RUNS)/ch4-2ranks.csv > $(FIGURE_RUNS)/ch4-2ranks.log
+	$(FIGURE_PYTHON)/loss_1_vs_2_ranks.py $(FIGURE_RUNS)/ch4-1rank.csv $(FIGURE_RUNS)/ch4-2ranks.csv \
+	  chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg

@@ -8,6 +8,7 @@
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
+#include "common/step_metrics.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -32,6 +33,7 @@ struct Options {
   std::string data;
   std::string save;
   std::string trace;
+  std::string metrics;
   std::string load;
 };
 
@@ -82,6 +84,7 @@ void check_options(const Options& o) {
 
 int run(const Options& o) {
   check_options(o);
+  StepMetrics metrics(o.metrics);
   if (o.threads > 0) set_num_threads(o.threads);
   const Device device = Device::parse(o.device);
   // Fail early, before loading data, when the device cannot be used.
@@ -143,6 +146,7 @@ int run(const Options& o) {
       epoch_samples += targets.numel();
       ++step;
       ++batch_index;
+      metrics.record(step, epoch, loss, timer);
       if (batch_index % kProgressSteps == 0) {
         char status[64];
         std::snprintf(status, sizeof status, "loss %.4f", window_loss.item() / kProgressSteps);
@@ -207,6 +211,7 @@ int main(int argc, char** argv) {
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write a timeline of the run (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");
+  add_metrics_flag(app, o.metrics);
   app.add_option("--load", o.load, "start from the weights in this safetensors file");
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -7,6 +7,7 @@
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
+#include "common/step_metrics.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -30,6 +31,7 @@ struct Options {
   int64_t baseline_steps = 50;
   std::string data;
   std::string trace;
+  std::string metrics;
 };
 
 // The replicas' devices: N times the CPU; on GPUs one each while there are enough (cuda:0,
@@ -164,6 +166,7 @@ void print_breakdown(const StepTimes& single, const StepTimes& parallel, Device 
 int run(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
   check_output_folder("--trace", o.trace);
+  StepMetrics metrics(o.metrics);
   if (o.threads > 0) set_num_threads(o.threads);
   const std::vector<Device> devices = replica_devices(o);
   // Fail early, before loading data, when a device cannot be used.
@@ -238,6 +241,7 @@ int run(const Options& o) {
       //! [step]
       epoch_samples += targets.numel();
       ++step;
+      metrics.record(step, epoch, loss, epoch_timer);
       if (++batch_index % 20 == 0) bar.update(batch_index, "");
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }
@@ -300,5 +304,6 @@ int main(int argc, char** argv) {
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--trace", o.trace, "write a timeline of the DataParallel run (Chrome trace JSON, for "
                                      "ui.perfetto.dev) to this file; use with --max-steps, it grows with every step");
+  add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -7,6 +7,7 @@
 
 #include "common/named_datasets.h"
 #include "common/program.h"
+#include "common/step_metrics.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -33,6 +34,7 @@ struct Options {
   std::string data;
   std::string save;
   std::string trace;
+  std::string metrics;
 };
 
 std::string hex(uint64_t value) {
@@ -100,6 +102,7 @@ int run(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
   check_output_folder("--save", o.save);
   check_output_folder("--trace", o.trace);
+  StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's steps
   // Every rank records a timeline of its spans (forward, backward, each autograd node, each
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();
@@ -176,6 +179,7 @@ int run(const Options& o) {
       window_loss.add_(loss.detach());
       samples += targets.numel();
       ++step;
+      metrics.record(step, epoch, loss, timer);
       if (++batch_index % kReportSteps == 0) {
         char line[96];
         std::snprintf(line, sizeof line, "  step %lld/%lld: loss %.4f", static_cast<long long>(batch_index),
@@ -268,5 +272,6 @@ int main(int argc, char** argv) {
   app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write every rank's timeline (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");
+  add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });
 }

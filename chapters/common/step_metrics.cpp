@@ -1,0 +1,33 @@
+#include "common/step_metrics.h"
+
+#include "common/program.h"
+#include "core/error.h"
+
+namespace lockstep {
+
+CLI::Option* add_metrics_flag(CLI::App& app, std::string& path) {
+  return app.add_option("--metrics", path, "write one CSV row per training step to this file: step,epoch,loss,seconds "
+                                           "(seconds: the step's wall time; the loss is read every step). Test "
+                                           "accuracy is on the 'epoch N:' lines of the output");
+}
+
+StepMetrics::StepMetrics(const std::string& path) {
+  if (path.empty()) return;
+  check_output_folder("--metrics", path);
+  file_.open(path);
+  LOCKSTEP_CHECK(file_.good(), "--metrics ", path, ": cannot write this file");
+  file_ << "step,epoch,loss,seconds\n";
+}
+
+void StepMetrics::record(int64_t step, int epoch, const Tensor& loss, const Timer& epoch_timer) {
+  if (!file_.is_open()) return;
+  const double value = loss.item();
+  const double now = epoch_timer.seconds();
+  if (epoch != epoch_) epoch_seconds_ = 0.0;
+  file_ << step << "," << epoch << "," << value << "," << now - epoch_seconds_ << "\n";
+  epoch_ = epoch;
+  epoch_seconds_ = now;
+  LOCKSTEP_CHECK(file_.good(), "--metrics: writing the row of step ", step, " failed (is the disk full?)");
+}
+
+}  // namespace lockstep

@@ -1,0 +1,33 @@
+"""Reading what the chapters write with --metrics (step,epoch,loss,seconds) and their
+'epoch N: ... test_acc X' lines."""
+import csv
+import re
+
+
+def steps(path):
+    """The rows of a --metrics CSV as dicts of numbers: step, epoch, loss, seconds."""
+    with open(path) as f:
+        return [{"step": int(r["step"]), "epoch": int(r["epoch"]), "loss": float(r["loss"]),
+                 "seconds": float(r["seconds"])} for r in csv.DictReader(f)]
+
+
+def test_accuracy(log_path):
+    """{epoch: test accuracy} from a chapter's output (its 'epoch N: ... test_acc X' lines)."""
+    accuracy = {}
+    with open(log_path) as f:
+        for line in f:
+            match = re.search(r"epoch (\d+): .*test_acc ([0-9.]+)", line)
+            if match:
+                accuracy[int(match.group(1))] = float(match.group(2))
+    return accuracy
+
+
+def moving_average(values, window):
+    """The mean of each value and the window - 1 before it (fewer at the start)."""
+    result, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        result.append(total / min(i + 1, window))
+    return result
