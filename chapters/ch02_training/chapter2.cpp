@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "common/device_choice.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
@@ -20,7 +21,7 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string optimizer = "sgd";
   int epochs = 2;
   int64_t max_steps = 0;
@@ -86,7 +87,9 @@ int run(const Options& o) {
   check_options(o);
   StepMetrics metrics(o.metrics);
   if (o.threads > 0) set_num_threads(o.threads);
-  const Device device = Device::parse(o.device);
+  const DeviceChoice choice = resolve_device(o.device, 0, 1);
+  const Device device = choice.device;
+  std::cout << choice.start_line() << "\n";
   // Fail early, before loading data, when the device cannot be used.
   empty({1}, TensorOptions().device(device));
   manual_seed(o.seed);
@@ -196,7 +199,7 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "cpu, cuda or cuda:N");
+  app.add_option("--device", o.device, "auto (cuda:0 when there is a GPU, else cpu), cpu, cuda or cuda:N");
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
   app.add_option("--batch-size", o.batch_size, "samples per step")->check(positive_number());

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/device_choice.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
@@ -19,7 +20,7 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  std::string device = "cpu";
+  std::string device = "auto";
   int replicas = 2;
   int epochs = 2;
   int64_t max_steps = 0;
@@ -34,12 +35,12 @@ struct Options {
   std::string metrics;
 };
 
-// The replicas' devices: N times the CPU; on GPUs one each while there are enough (cuda:0,
-// cuda:1, ...), then sharing them round-robin; an explicit cuda:K puts every replica there.
-std::vector<Device> replica_devices(const Options& o) {
-  const Device device = Device::parse(o.device);
+// The replicas' devices: N times the CPU; on GPUs (cuda, or auto on a machine with one) one
+// each while there are enough (cuda:0, cuda:1, ...), then sharing them round-robin; an explicit
+// cuda:K puts every replica there.
+std::vector<Device> replica_devices(const Options& o, Device device) {
   std::vector<Device> devices;
-  const bool spread = device.is_cuda() && o.device == "cuda";
+  const bool spread = device.is_cuda() && (o.device == "cuda" || o.device == "auto");
   for (int i = 0; i < o.replicas; ++i) {
     devices.push_back(spread ? Device::cuda(i % std::max(1, cuda_device_count())) : device);
   }
@@ -168,7 +169,9 @@ int run(const Options& o) {
   check_output_folder("--trace", o.trace);
   StepMetrics metrics(o.metrics);
   if (o.threads > 0) set_num_threads(o.threads);
-  const std::vector<Device> devices = replica_devices(o);
+  const DeviceChoice choice = resolve_device(o.device, 0, 1);
+  std::cout << choice.start_line() << "\n";
+  const std::vector<Device> devices = replica_devices(o, choice.device);
   // Fail early, before loading data, when a device cannot be used.
   for (const Device device : devices) empty({1}, TensorOptions().device(device));
 
@@ -289,8 +292,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
       ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "cpu (replicas on threads), cuda (one GPU per replica while there are "
-                                       "enough, then shared) or cuda:N (every replica on GPU N)");
+  app.add_option("--device", o.device, "auto (cuda when there is a GPU, else cpu), cpu (replicas on threads), cuda "
+                                       "(one GPU per replica while there are enough, then shared) or cuda:N (every "
+                                       "replica on GPU N)");
   app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::Range(1, 64));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/device_choice.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
@@ -19,7 +20,7 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string backend = "auto";
   int epochs = 2;
   int64_t max_steps = 0;
@@ -86,7 +87,10 @@ int run(const Options& o) {
   const LaunchInfo launch = detect_launch();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
-  const Device device = o.device == "cpu" ? Device::cpu() : device_for_rank(launch, cuda_device_count());
+  //    By default (auto) each rank takes the GPU of its local rank where the machine has one per
+  //    rank, and the CPU otherwise.
+  const DeviceChoice choice = resolve_device(o.device, launch.local_rank, launch.local_world_size);
+  const Device device = choice.device;
   const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
   // This rank's GPU becomes its current device before any CUDA work, or every rank would also
   // open a context on cuda:0 (PyTorch's torch.cuda.set_device(local_rank)).
@@ -94,9 +98,9 @@ int run(const Options& o) {
 
   // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
   ProcessGroup& group = *init_process_group(backend, device);
+  log_rank(choice.start_line());
   print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +
               group.backend_name() + ", " + std::to_string(get_num_threads()) + " thread(s) per rank");
-  log_rank("running on " + device.str());
   //! [launch]
 
   check_model_fits_dataset(o.model, o.dataset);
@@ -251,8 +255,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
       ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "cpu or cuda (each rank takes the GPU of its local rank)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
+                                       "rank, else cpu), cpu or cuda (each rank the GPU of its local rank)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
