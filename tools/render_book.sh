@@ -21,7 +21,7 @@ mkdir -p "$out"
 
 # Every page's id: the {#id} of its first line; the front page (mainpage) is Doxygen's index.
 ids=""
-for page in docs/*.md chapters/*/*.md chapters/*/*/*.md; do
+for page in docs/*.md chapters/*.md chapters/*/*.md chapters/*/exercises/*/*.md; do
   [ -f "$page" ] || continue
   id=$(head -n 1 "$page" | sed -n 's/.*{#\([A-Za-z0-9_]*\)}.*/\1/p')
   [ -n "$id" ] || continue
