@@ -1,0 +1,301 @@
+/// \file
+/// The bf16 GEMM: the blocked algorithm of gemm.cpp (pack B into NR-wide panels, pack A into
+/// MR-tall panels, multiply MR x NR tiles in registers), with the multiply-add done by the
+/// AVX-512 BF16 instruction `vdpbf16ps`. One `vdpbf16ps` takes 16 lanes of 32 bits, each
+/// holding two bf16 values, from each operand, and adds the two products of each lane to an
+/// f32 accumulator lane: `acc[j] += a[2j] * b[2j] + a[2j+1] * b[2j+1]`. So the packing groups
+/// the sum into pairs along K:
+///
+///   - an A panel holds, for each pair q of k values and each of its MR rows, one 32-bit word
+///     (A(i, 2q), A(i, 2q+1)); the micro-kernel broadcasts it to all 16 lanes;
+///   - a B panel holds, for each pair q and each of its NR columns, the word
+///     (B(2q, j), B(2q+1, j)); 16 columns fill one 512-bit register.
+///
+/// An odd K gets a zero as the second half of its last pair. Each instruction does 32
+/// multiply-adds where an f32 FMA of the same width does 16, and the packed operands are half
+/// the bytes. The kernel is compiled for AVX-512 BF16 with a function attribute, so this file
+/// builds with any -march, and is called only where the CPU reports the instructions.
+#include "tensor/ops/cpu/gemm_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/threads.h"
+#include "tensor/ops/cpu/gemm.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 10)
+#define LOCKSTEP_HAVE_AVX512_BF16_KERNEL 1
+#include <immintrin.h>
+#endif
+
+namespace lockstep::cpu {
+namespace {
+
+// Widens the M x K operand X (element (i, k) at X[i * rs + k * cs]) into the row-major out.
+void widen(int64_t rows, int64_t cols, const BFloat16* X, int64_t rs, int64_t cs, float* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < cols; ++k) out[i * cols + k] = float(X[i * rs + k * cs]);
+}
+
+#ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+
+// The register tile is MR x NR floats: NV = 2 registers of 16 lanes per row, 8 rows, so 16
+// accumulators, 2 registers of B and a broadcast A word use 19 of AVX-512's 32 registers, and
+// 16 independent sums hide the instruction's latency. MR = 8 divides the row counts of
+// chapter 2's CNN (32, 64, 288) exactly, and NR = 32 its filter counts.
+// The blocks are counted in k values (pairs of them in the packed panels): a KC x NR panel of
+// B is 256 x 32 bf16 = 16 KiB, half of a 32 KiB L1d; an MC x KC block of A is 192 x 256 bf16
+// = 96 KiB of a 1 MiB L2; NC = 4064 (127 x NR) puts a 2 MiB block of B in the shared L3.
+constexpr int kMR = 8;
+constexpr int kNV = 2;
+constexpr int kNR = 16 * kNV;
+constexpr int64_t kMC = 192;
+constexpr int64_t kKC = 256;
+constexpr int64_t kNC = 4064;
+
+// Below this many multiply-adds waking the other threads costs more than it saves.
+constexpr int64_t kSmallProblem = 32 * 1024;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The 32-bit word holding the pair (lo, hi) as `vdpbf16ps` reads it: lo in the low half.
+uint32_t pair_word(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+// The bits of X[k * stride], or 0 (the zero pad of an odd K) when k is past kc.
+uint16_t bits_at(const BFloat16* X, int64_t k, int64_t stride, int64_t kc) {
+  return k < kc ? X[k * stride].bits : uint16_t(0);
+}
+
+// Packs the mc x kc block of A into MR-row panels of pair words: word (q, i) of a panel is
+// (A(i, 2q), A(i, 2q + 1)). Rows past mc and the second half of an odd kc's last pair are 0.
+void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int64_t rs, int64_t cs, uint32_t* out) {
+  const int64_t pairs = ceil_div(kc, 2);
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+    for (int64_t q = 0; q < pairs; ++q) {
+      for (int64_t i = 0; i < mr; ++i) {
+        const BFloat16* row = A + (ir + i) * rs;
+        out[i] = pair_word(row[2 * q * cs].bits, bits_at(row, 2 * q + 1, cs, kc));
+      }
+      for (int64_t i = mr; i < kMR; ++i) out[i] = 0;
+      out += kMR;
+    }
+  }
+}
+
+// Packs one kc x NR panel of B (its nr <= NR valid columns start at B): word (q, j) is
+// (B(2q, j), B(2q + 1, j)). Columns past nr and the pad of an odd kc are 0.
+void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B, int64_t rs, int64_t cs,
+                  uint32_t* out) {
+  const int64_t pairs = ceil_div(kc, 2);
+  for (int64_t q = 0; q < pairs; ++q) {
+    const BFloat16* row = B + 2 * q * rs;
+    for (int64_t j = 0; j < nr; ++j)
+      out[j] = pair_word(row[j * cs].bits, bits_at(B + j * cs, 2 * q + 1, rs, kc));
+    for (int64_t j = nr; j < kNR; ++j) out[j] = 0;
+    out += kNR;
+  }
+}
+
+// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile of C whose element (i, j) is
+// C[i * c_rs + j * c_cs]; `ab` has row stride NR. beta == 0 does not read C.
+void update_tile(int64_t m, int64_t n, const float* ab, float alpha, float beta, float* C,
+                 int64_t c_rs, int64_t c_cs) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float& c = C[i * c_rs + j * c_cs];
+      c = beta == 0.0f ? alpha * ab[i * kNR + j] : alpha * ab[i * kNR + j] + beta * c;
+    }
+}
+
+// The micro-kernel: C = alpha * (A panel) * (B panel) + beta * C for one full MR x NR tile of
+// C with contiguous rows `ldc` apart, over `pairs` pair words of each panel. Step q broadcasts
+// each row's A word to 16 lanes and adds its two products with each of the NV B registers.
+// The accumulators live in registers for the whole loop; noinline for the reason given at
+// gemm.cpp's micro-kernel.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) void micro_kernel(
+    int64_t pairs, const uint32_t* __restrict a, const uint32_t* __restrict b, float alpha,
+    float beta, float* __restrict c, int64_t ldc) {
+  __m512 acc[kMR][kNV];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < pairs; ++q) {
+    __m512bh b_row[kNV];
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV; ++v) b_row[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh a_word = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+#pragma GCC unroll 2
+      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a_word, b_row[v]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  // The same formula as update_tile, 16 lanes at a time.
+  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < kMR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < kNV; ++v) {
+      float* out = c + i * ldc + 16 * v;
+      __m512 result = _mm512_mul_ps(alpha_v, acc[i][v]);
+      if (beta != 0.0f) result = _mm512_add_ps(result, _mm512_mul_ps(beta_v, _mm512_loadu_ps(out)));
+      _mm512_storeu_ps(out, result);
+    }
+}
+
+// C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR tile at a time; C's element
+// (i, j) is C[i * c_rs + j * c_cs]. Edge tiles and a transposed C go through `ab`.
+void macro_kernel(int64_t mc, int64_t nc, int64_t kc, float alpha, const uint32_t* packed_a,
+                  const uint32_t* packed_b, float beta, float* C, int64_t c_rs, int64_t c_cs) {
+  const int64_t pairs = ceil_div(kc, 2);
+  alignas(64) float ab[kMR * kNR];
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+    for (int64_t ir = 0; ir < mc; ir += kMR) {
+      const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+      float* c = C + ir * c_rs + jr * c_cs;
+      const uint32_t* a = packed_a + ir * pairs;
+      const uint32_t* b = packed_b + jr * pairs;
+      if (mr == kMR && nr == kNR && c_cs == 1) {
+        micro_kernel(pairs, a, b, alpha, beta, c, c_rs);
+      } else {
+        micro_kernel(pairs, a, b, 1.0f, 0.0f, ab, kNR);
+        update_tile(mr, nr, ab, alpha, beta, c, c_rs, c_cs);
+      }
+    }
+  }
+}
+
+uint32_t* scratch(std::vector<uint32_t>& buffer, int64_t n) {
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// The blocked algorithm, as gemm.cpp's gemm_blocked: B packed once per (jc, pc) block by all
+// threads together, then whole row blocks of C handed to the threads. Each element of C is
+// summed by one thread, over the K slices in order, and the slices' bounds depend on K alone:
+// that is why the thread count never changes a bit of the result.
+void gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_rs,
+                  int64_t a_cs, const BFloat16* B, int64_t b_rs, int64_t b_cs, float beta,
+                  float* C, int64_t c_rs, int64_t c_cs) {
+  int threads = M * N * K < kSmallProblem ? 1 : get_num_threads();
+#ifdef _OPENMP
+  if (omp_in_parallel()) threads = 1;
+#endif
+  // Row blocks of at most MC rows, as many as a multiple of the thread count where M allows.
+  int64_t row_blocks = std::min(round_up(ceil_div(M, kMC), threads), ceil_div(M, kMR));
+  const int64_t mc_max = round_up(ceil_div(M, row_blocks), kMR);
+  row_blocks = ceil_div(M, mc_max);
+  // K in slices of about equal length, each but the last an even number of k values so that
+  // pairs never straddle two slices.
+  const int64_t kc_max = round_up(ceil_div(K, ceil_div(K, kKC)), 2);
+  const int64_t pairs_max = kc_max / 2;
+  const int64_t nc_max = std::min(kNC, round_up(N, kNR));
+
+  static thread_local std::vector<uint32_t> packed_b_buffer;
+  uint32_t* const packed_b = scratch(packed_b_buffer, pairs_max * nc_max);
+
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    static thread_local std::vector<uint32_t> packed_a_buffer;
+    uint32_t* const packed_a = scratch(packed_a_buffer, mc_max * pairs_max);
+    for (int64_t jc = 0; jc < N; jc += kNC) {
+      const int64_t nc = std::min(kNC, N - jc);
+      for (int64_t pc = 0; pc < K; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, K - pc);
+        const int64_t pairs = ceil_div(kc, 2);
+        // Only the first slice of K sees the caller's beta; later slices accumulate.
+        const float beta_here = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          pack_b_panel(std::min<int64_t>(kNR, nc - jr), kc, B + pc * b_rs + (jc + jr) * b_cs,
+                       b_rs, b_cs, packed_b + jr * pairs);
+        }
+#pragma omp for schedule(dynamic)
+        for (int64_t block = 0; block < row_blocks; ++block) {
+          const int64_t ic = block * mc_max;
+          const int64_t mc = std::min(mc_max, M - ic);
+          pack_a(mc, kc, A + ic * a_rs + pc * a_cs, a_rs, a_cs, packed_a);
+          macro_kernel(mc, nc, kc, alpha, packed_a, packed_b, beta_here, C + ic * c_rs + jc * c_cs,
+                       c_rs, c_cs);
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 BF16 path for M, N, K > 0 and alpha != 0. A product much narrower than a tile
+// is computed as C^T = B^T A^T, written transposed: the same sums in the same order, with
+// less zero padding.
+void gemm_avx512_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                      int64_t a_rs, int64_t a_cs, const BFloat16* B, int64_t b_rs, int64_t b_cs,
+                      float beta, float* C, int64_t ldc) {
+  const int64_t padded = round_up(M, kMR) * round_up(N, kNR);
+  const int64_t padded_transposed = round_up(N, kMR) * round_up(M, kNR);
+  if (padded_transposed * 4 < padded * 3) {
+    gemm_blocked(N, M, K, alpha, B, b_cs, b_rs, A, a_cs, a_rs, beta, C, 1, ldc);
+  } else {
+    gemm_blocked(M, N, K, alpha, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc, 1);
+  }
+}
+
+#endif  // LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+
+// Whether this CPU (and its operating system) runs the AVX-512 BF16 kernel, asked once.
+bool cpu_has_avx512_bf16() {
+#ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void gemm_bf16_via_f32(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                       int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
+                       int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+                       int64_t c_row_stride) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0.0f) {
+    gemm<float>(M, N, 0, alpha, nullptr, 0, 0, nullptr, 0, 0, beta, C, c_row_stride);
+    return;
+  }
+  std::vector<float> a(M * K), b(K * N);
+  widen(M, K, A, a_row_stride, a_col_stride, a.data());
+  widen(K, N, B, b_row_stride, b_col_stride, b.data());
+  gemm<float>(M, N, K, alpha, a.data(), K, 1, b.data(), N, 1, beta, C, c_row_stride);
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+               int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
+               int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+               int64_t c_row_stride) {
+#ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+  if (cpu_has_avx512_bf16() && M > 0 && N > 0 && K > 0 && alpha != 0.0f) {
+    gemm_avx512_bf16(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
+                     b_col_stride, beta, C, c_row_stride);
+    return;
+  }
+#endif
+  gemm_bf16_via_f32(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride,
+                    beta, C, c_row_stride);
+}
+
+const char* gemm_bf16_path() { return cpu_has_avx512_bf16() ? "avx512_bf16" : "f32 fallback"; }
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,56 @@
+/// \file
+/// General matrix multiply on bfloat16 operands, on the CPU: bf16 inputs, f32 sums, f32 output.
+/// It is the bf16 path that chapter 5's autocast will use for matmul, linear layers and
+/// convolutions. On a CPU with the AVX-512 BF16 instructions it multiplies pairs of bf16
+/// values with `vdpbf16ps`; elsewhere it widens the operands to f32 and calls `cpu::gemm`.
+/// `gemm_bf16_path()` names the path this CPU takes.
+#pragma once
+
+#include <cstdint>
+
+#include "core/half.h"
+
+namespace lockstep::cpu {
+
+/// Computes `C = alpha * A * B + beta * C` where A and B hold bfloat16 values and C floats.
+///
+/// The operands are described exactly as for `cpu::gemm` (tensor/ops/cpu/gemm.h), and the same
+/// rules hold: A(i, k) is `A[i * a_row_stride + k * a_col_stride]`, B(k, j) is
+/// `B[k * b_row_stride + j * b_col_stride]`, C(i, j) is `C[i * c_row_stride + j]`; with
+/// `beta == 0` C is never read (it may hold NaN); with `K == 0` or `alpha == 0` A and B are not
+/// read and the result is `beta * C`. Every product of two bf16 values is exact in f32, and the
+/// products are summed in f32, so the result differs from `cpu::gemm<float>` on the same
+/// values (widened to f32) only by the order of the additions.
+/// The result does not depend on the number of OpenMP threads.
+///
+/// \param M            Rows of A and C.
+/// \param N            Columns of B and C.
+/// \param K            Columns of A and rows of B (the summed-over dimension).
+/// \param alpha        Scale applied to the product `A * B`.
+/// \param A            Pointer to element (0, 0) of A.
+/// \param a_row_stride Distance, in elements, between A(i, k) and A(i + 1, k).
+/// \param a_col_stride Distance, in elements, between A(i, k) and A(i, k + 1).
+/// \param B            Pointer to element (0, 0) of B.
+/// \param b_row_stride Distance, in elements, between B(k, j) and B(k + 1, j).
+/// \param b_col_stride Distance, in elements, between B(k, j) and B(k, j + 1).
+/// \param beta         Scale applied to the old contents of C (0 means "overwrite").
+/// \param C            Pointer to element (0, 0) of C.
+/// \param c_row_stride Distance, in elements, between C(i, j) and C(i + 1, j); at least N.
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha,
+               const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
+               const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
+               float beta, float* C, int64_t c_row_stride);
+
+/// The portable path of `gemm_bf16`, callable on any CPU: widens A and B to f32 and calls
+/// `cpu::gemm<float>`. `gemm_bf16` takes it where the CPU lacks AVX-512 BF16; tests and
+/// benchmarks call it directly to check and time it on any machine. Same arguments and rules.
+void gemm_bf16_via_f32(int64_t M, int64_t N, int64_t K, float alpha,
+                       const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
+                       const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
+                       float beta, float* C, int64_t c_row_stride);
+
+/// The path `gemm_bf16` takes on this CPU, decided once at run time: "avx512_bf16" (the
+/// `vdpbf16ps` kernel) or "f32 fallback" (`gemm_bf16_via_f32`).
+const char* gemm_bf16_path();
+
+}  // namespace lockstep::cpu
