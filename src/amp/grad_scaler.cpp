@@ -1,6 +1,9 @@
+// GradScaler's bookkeeping: stages, flags and the scale. The arithmetic on the gradients is one
+// kernel, run through the dispatch point (tensor/ops/kernels/tables.h) on their device.
 #include "amp/grad_scaler.h"
 
 #include <cmath>
+#include <cstddef>
 #include <string>
 
 #include "core/dispatch.h"
@@ -111,11 +114,16 @@ bool GradScaler::step(Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!enabled_) return;
-  LOCKSTEP_CHECK(!per_optimizer_states_.empty(),
-                 "GradScaler.update: no inf checks were recorded prior to update(); call step(optimizer) (or "
-                 "unscale_(optimizer)) first");
+  // Every optimiser's flags count, also those of one only unscaled, as in PyTorch.
+  size_t checks = 0;
   bool any_inf = false;
-  for (const auto& entry : per_optimizer_states_) any_inf = any_inf || found_inf(entry.second);
+  for (const auto& entry : per_optimizer_states_) {
+    checks += entry.second.found_inf_per_device.size();
+    any_inf = any_inf || found_inf(entry.second);
+  }
+  LOCKSTEP_CHECK(checks > 0,
+                 "GradScaler.update: no inf checks were recorded prior to update(); call step(optimizer) (or "
+                 "unscale_(optimizer)) first, after backward() has given the parameters gradients");
   // PyTorch's _amp_update_scale_, in the scale's own precision (float).
   if (any_inf) {
     scale_ *= static_cast<float>(backoff_factor_);

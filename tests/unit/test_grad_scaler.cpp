@@ -251,6 +251,7 @@ TEST(GradScaler, StepWithoutGradientsAndUpdateWithoutStepAreErrors) {
   GradScaler scaler;
   expect_error([&] { scaler.update(); }, "no inf checks were recorded prior to update()");
   expect_error([&] { scaler.step(sgd); }, "none of its parameters has a gradient");
+  expect_error([&] { scaler.update(); }, "no inf checks were recorded prior to update()");
 }
 
 TEST(GradScaler, StepWithANonFiniteScaleIsAnError) {
