@@ -2,6 +2,7 @@
 /// Everything in one include: `#include "lockstep.h"`.
 #pragma once
 
+#include "amp/grad_scaler.h"
 #include "tensor/autograd/engine.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/node.h"

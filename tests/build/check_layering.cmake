@@ -14,7 +14,7 @@ set(LAYERS
   "util"                           # timers and the trace
   "tensor"                         # Tensor with its autograd and ops: one unit, as PyTorch's ATen
   "nn optim data"                  # modules, optimisers, datasets and loaders
-  "parallel distributed io"        # DataParallel, DDP and process groups, checkpoints
+  "parallel distributed amp io"    # DataParallel, DDP and process groups, mixed precision, checkpoints
   "lockstep.h")                    # the one header a program includes
 
 if(NOT SRC)

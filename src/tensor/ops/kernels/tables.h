@@ -8,6 +8,7 @@
 
 #include "tensor/cpu/copy_kernels.h"
 #include "tensor/cuda/copy_kernels.h"
+#include "tensor/ops/cpu/amp_kernels.h"
 #include "tensor/ops/cpu/batch_norm_kernels.h"
 #include "tensor/ops/cpu/conv_kernels.h"
 #include "tensor/ops/cpu/dropout_kernels.h"
@@ -18,6 +19,7 @@
 #include "tensor/ops/cpu/pool_kernels.h"
 #include "tensor/ops/cpu/reduce_kernels.h"
 #include "tensor/ops/cpu/softmax_kernels.h"
+#include "tensor/ops/cuda/amp_kernels.h"
 #include "tensor/ops/cuda/batch_norm_kernels.h"
 #include "tensor/ops/cuda/conv_kernels.h"
 #include "tensor/ops/cuda/dropout_kernels.h"
@@ -115,5 +117,10 @@ inline constexpr DeviceKernels<decltype(cpu::batch_norm_backward_reduce_kernel)>
 /// The training-mode input gradient.
 inline constexpr DeviceKernels<decltype(cpu::batch_norm_backward_elemt_kernel)> batch_norm_backward_elemt{
     cpu::batch_norm_backward_elemt_kernel, cuda::batch_norm_backward_elemt_kernel};
+
+// Mixed precision.
+/// Unscales gradients and flags any inf or NaN among them, in one pass (GradScaler's unscale_).
+inline constexpr DeviceKernels<decltype(cpu::non_finite_check_and_unscale_kernel)> non_finite_check_and_unscale{
+    cpu::non_finite_check_and_unscale_kernel, cuda::non_finite_check_and_unscale_kernel};
 
 }  // namespace lockstep::kernels

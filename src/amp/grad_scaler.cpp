@@ -1,0 +1,187 @@
+// GradScaler's bookkeeping: stages, flags and the scale. The arithmetic on the gradients is one
+// kernel, run through the dispatch point (tensor/ops/kernels/tables.h) on their device.
+#include "amp/grad_scaler.h"
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include "core/dispatch.h"
+#include "core/error.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/kernels/tables.h"
+
+namespace lockstep {
+
+namespace {
+
+// The keys of state_dict(), PyTorch's.
+const char* const kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
+
+// A one-element (0-dim) CPU tensor holding `value`, for state_dict().
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, TensorOptions().dtype(dtype)); }
+
+// The value under `key` in `state`; a missing key is an error naming it.
+double value_of(const StateDict& state, const char* key) {
+  for (const auto& [name, tensor] : state) {
+    if (name == key) return tensor.item();
+  }
+  std::string expected;
+  for (const char* k : kStateKeys) expected += std::string(expected.empty() ? "" : ", ") + k;
+  throw Error(detail::concat("GradScaler.load_state_dict: the state dict has no \"", key, "\" entry; expected the keys ",
+                             expected, " that GradScaler::state_dict() returns"));
+}
+
+}  // namespace
+
+GradScaler::GradScaler(const GradScalerOptions& options)
+    : scale_(static_cast<float>(options.init_scale())),
+      growth_factor_(options.growth_factor()),
+      backoff_factor_(options.backoff_factor()),
+      growth_interval_(options.growth_interval()),
+      enabled_(options.enabled()) {
+  LOCKSTEP_CHECK(std::isfinite(scale_) && scale_ > 0.0f, "GradScaler: expected a finite init_scale > 0, got ",
+                 options.init_scale());
+  LOCKSTEP_CHECK(growth_factor_ > 1.0, "GradScaler: expected a growth_factor > 1, got ", growth_factor_);
+  LOCKSTEP_CHECK(backoff_factor_ > 0.0 && backoff_factor_ < 1.0, "GradScaler: expected a backoff_factor in (0, 1), got ",
+                 backoff_factor_);
+  LOCKSTEP_CHECK(growth_interval_ >= 1, "GradScaler: expected a growth_interval >= 1, got ", growth_interval_);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  if (!enabled_) return loss;
+  return loss * static_cast<double>(scale_);
+}
+
+void GradScaler::unscale_(Optimizer& optimizer) {
+  if (!enabled_) return;
+  OptimizerState& state = per_optimizer_states_[&optimizer];
+  LOCKSTEP_CHECK(state.stage != Stage::unscaled,
+                 "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update(); "
+                 "its gradients are unscaled once per iteration (step() unscales them itself when unscale_() was not "
+                 "called)");
+  LOCKSTEP_CHECK(state.stage != Stage::stepped,
+                 "GradScaler.unscale_: unscale_() is being called after step() on this optimizer; call it before "
+                 "step(), or call update() first to start the next iteration");
+  check_scale_invertible("GradScaler.unscale_");
+
+  // The gradients by device, as the kernel takes one device's tensors at a time.
+  std::vector<std::pair<Device, std::vector<Tensor>>> grads_per_device;
+  for (const Tensor& param : optimizer.params()) {
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    // The kernel's own dtype check, made before any gradient is touched, so that an f16
+    // gradient leaves all of them as they were.
+    dispatch_floating(grad.dtype(), "GradScaler.unscale_", [](auto) {});
+    auto group = grads_per_device.begin();
+    while (group != grads_per_device.end() && group->first != grad.device()) ++group;
+    if (group == grads_per_device.end()) group = grads_per_device.insert(group, {grad.device(), {}});
+    group->second.push_back(grad);
+  }
+
+  // The inverse as PyTorch computes it (in double, then rounded to float): exact for the
+  // powers of two that the default factors keep the scale at.
+  const double inv_scale = static_cast<float>(1.0 / static_cast<double>(scale_));
+  state.found_inf_per_device.clear();
+  for (const auto& [device, grads] : grads_per_device) {
+    const Tensor found = zeros({1}, TensorOptions().device(device));
+    kernels::non_finite_check_and_unscale.call(device, grads, found, inv_scale);
+    for (const Tensor& grad : grads) increment_version(grad);  // written through its pointer
+    state.found_inf_per_device.emplace_back(device, found);
+  }
+  state.stage = Stage::unscaled;
+}
+
+bool GradScaler::step(Optimizer& optimizer) {
+  if (!enabled_) {
+    optimizer.step();
+    return true;
+  }
+  check_scale_invertible("GradScaler.step");
+  LOCKSTEP_CHECK(per_optimizer_states_[&optimizer].stage != Stage::stepped,
+                 "GradScaler.step: step() has already been called on this optimizer since the last update(); call "
+                 "update() once per iteration, after step()");
+  if (per_optimizer_states_[&optimizer].stage == Stage::ready) unscale_(optimizer);
+  OptimizerState& state = per_optimizer_states_[&optimizer];
+  LOCKSTEP_CHECK(!state.found_inf_per_device.empty(),
+                 "GradScaler.step: no inf checks were recorded for this optimizer: none of its parameters has a "
+                 "gradient (call backward() on scale(loss) before step())");
+  const bool stepped = !found_inf(state);
+  if (stepped) optimizer.step();
+  state.stage = Stage::stepped;
+  return stepped;
+}
+
+void GradScaler::update() {
+  if (!enabled_) return;
+  // Every optimiser's flags count, also those of one only unscaled, as in PyTorch.
+  size_t checks = 0;
+  bool any_inf = false;
+  for (const auto& entry : per_optimizer_states_) {
+    checks += entry.second.found_inf_per_device.size();
+    any_inf = any_inf || found_inf(entry.second);
+  }
+  LOCKSTEP_CHECK(checks > 0,
+                 "GradScaler.update: no inf checks were recorded prior to update(); call step(optimizer) (or "
+                 "unscale_(optimizer)) first, after backward() has given the parameters gradients");
+  // PyTorch's _amp_update_scale_, in the scale's own precision (float).
+  if (any_inf) {
+    scale_ *= static_cast<float>(backoff_factor_);
+    growth_tracker_ = 0;
+  } else if (++growth_tracker_ == growth_interval_) {
+    const float grown = scale_ * static_cast<float>(growth_factor_);
+    if (std::isfinite(grown)) scale_ = grown;
+    growth_tracker_ = 0;
+  }
+  per_optimizer_states_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!enabled_) return;
+  scale_ = static_cast<float>(new_scale);
+  per_optimizer_states_.clear();
+}
+
+double GradScaler::get_scale() const { return enabled_ ? static_cast<double>(scale_) : 1.0; }
+
+StateDict GradScaler::state_dict() const {
+  if (!enabled_) return {};
+  return {{"scale", scalar_tensor(scale_, DType::f32)},
+          {"growth_factor", scalar_tensor(growth_factor_, DType::f64)},
+          {"backoff_factor", scalar_tensor(backoff_factor_, DType::f64)},
+          {"growth_interval", scalar_tensor(static_cast<double>(growth_interval_), DType::i64)},
+          {"_growth_tracker", scalar_tensor(static_cast<double>(growth_tracker_), DType::i64)}};
+}
+
+void GradScaler::load_state_dict(const StateDict& state) {
+  if (!enabled_) return;
+  LOCKSTEP_CHECK(!state.empty(),
+                 "GradScaler.load_state_dict: the state dict is empty, possibly because it was saved from a disabled "
+                 "GradScaler");
+  // Every key is read before any is applied, so a state that lacks one changes nothing.
+  const double scale = value_of(state, "scale");
+  const double growth_factor = value_of(state, "growth_factor");
+  const double backoff_factor = value_of(state, "backoff_factor");
+  const double growth_interval = value_of(state, "growth_interval");
+  const double growth_tracker = value_of(state, "_growth_tracker");
+  scale_ = static_cast<float>(scale);
+  growth_factor_ = growth_factor;
+  backoff_factor_ = backoff_factor;
+  growth_interval_ = static_cast<int64_t>(growth_interval);
+  growth_tracker_ = static_cast<int64_t>(growth_tracker);
+}
+
+bool GradScaler::found_inf(const OptimizerState& state) {
+  for (const auto& entry : state.found_inf_per_device) {
+    if (entry.second.item() != 0.0) return true;
+  }
+  return false;
+}
+
+void GradScaler::check_scale_invertible(const char* caller) const {
+  LOCKSTEP_CHECK(std::isfinite(scale_) && scale_ > 0.0f, caller, ": the loss scale is ", scale_,
+                 "; unscaling the gradients needs a finite scale > 0 (set one with update(new_scale) or "
+                 "load_state_dict())");
+}
+
+}  // namespace lockstep
