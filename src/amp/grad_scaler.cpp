@@ -28,8 +28,8 @@ double value_of(const StateDict& state, const char* key) {
   }
   std::string expected;
   for (const char* k : kStateKeys) expected += std::string(expected.empty() ? "" : ", ") + k;
-  throw Error(detail::concat("GradScaler.load_state_dict: the state dict has no \"", key, "\" entry; expected the keys ",
-                             expected, " that GradScaler::state_dict() returns"));
+  throw Error(detail::concat("GradScaler.load_state_dict: the state dict has no \"", key,
+                             "\" entry; expected the keys ", expected, " that GradScaler::state_dict() returns"));
 }
 
 }  // namespace
@@ -43,8 +43,8 @@ GradScaler::GradScaler(const GradScalerOptions& options)
   LOCKSTEP_CHECK(std::isfinite(scale_) && scale_ > 0.0f, "GradScaler: expected a finite init_scale > 0, got ",
                  options.init_scale());
   LOCKSTEP_CHECK(growth_factor_ > 1.0, "GradScaler: expected a growth_factor > 1, got ", growth_factor_);
-  LOCKSTEP_CHECK(backoff_factor_ > 0.0 && backoff_factor_ < 1.0, "GradScaler: expected a backoff_factor in (0, 1), got ",
-                 backoff_factor_);
+  LOCKSTEP_CHECK(backoff_factor_ > 0.0 && backoff_factor_ < 1.0,
+                 "GradScaler: expected a backoff_factor in (0, 1), got ", backoff_factor_);
   LOCKSTEP_CHECK(growth_interval_ >= 1, "GradScaler: expected a growth_interval >= 1, got ", growth_interval_);
 }
 

@@ -67,7 +67,8 @@ TEST(GradScalerKernel, FindsInfAndNaNAsTheCpuDoes) {
         // The last element in memory order of a contiguous gradient, the first of the view.
         const Tensor flat = grads[k].is_contiguous() ? grads[k].view({grads[k].numel()}) : grads[k].select(0, 0);
         flat.slice(0, flat.numel() - 1, flat.numel()).fill_(bad);
-        expect_same_unscale(grads, dtype_name(dtype) + " with " + std::to_string(bad) + " in gradient " + std::to_string(k));
+        expect_same_unscale(grads,
+                            dtype_name(dtype) + " with " + std::to_string(bad) + " in gradient " + std::to_string(k));
       }
     }
   }

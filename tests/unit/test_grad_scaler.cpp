@@ -262,7 +262,8 @@ TEST(GradScaler, StepWithANonFiniteScaleIsAnError) {
   scaler.step(sgd);
   scaler.update(kInf);
   p.set_grad(ones({1}));
-  expect_error([&] { scaler.step(sgd); }, "GradScaler.step: the loss scale is inf; unscaling the gradients needs a finite scale");
+  expect_error([&] { scaler.step(sgd); },
+               "GradScaler.step: the loss scale is inf; unscaling the gradients needs a finite scale");
   EXPECT_EQ(p.to_vector<float>(), std::vector<float>{0.9f}) << "only the first step ran";
 }
 
@@ -286,7 +287,8 @@ TEST(GradScaler, StateDictHasPyTorchsKeysAndRoundTrips) {
   const StateDict state = saved.state_dict();
   std::vector<std::string> keys;
   for (const auto& entry : state) keys.push_back(entry.first);
-  EXPECT_EQ(keys, (std::vector<std::string>{"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"scale", "growth_factor", "backoff_factor", "growth_interval",
+                                             "_growth_tracker"}));
   EXPECT_EQ(state_entry(state, "scale"), 64.0);
 
   GradScaler loaded;
