@@ -138,7 +138,8 @@ GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
 	@tests/gpu/check_on_gpu.sh $(GPU_LOGS) $(GPU_STEPS)
 
-# The book's figures: small runs of the chapters write their per-step CSV (--metrics) and
+# The book's figures: small runs of the chapters on the CPU (--device cpu, whatever GPUs the
+# machine has: the figures' titles say CPU) write their per-step CSV (--metrics) and
 # timelines (--trace) into $(BUILD_DIR)/figures, and tools/figures/ draws each SVG into
 # chapters/chNN_*/figures/, where they are committed (tools/figures/README.md lists each command
 # and the machine). Needs Debian's python3-matplotlib, not needed by the build or the tests.
@@ -154,18 +155,18 @@ figures: configure mpirun-as-root
 	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
 	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures
 	$(FIGURE_PYTHON)/matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
-	$(BUILD_DIR)/chapter2 --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
+	$(BUILD_DIR)/chapter2 --device cpu --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
 	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
-	$(BUILD_DIR)/chapter2 --max-steps 10 --trace $(FIGURE_RUNS)/ch2-trace.json > $(FIGURE_RUNS)/ch2-trace.log
+	$(BUILD_DIR)/chapter2 --device cpu --max-steps 10 --trace $(FIGURE_RUNS)/ch2-trace.json > $(FIGURE_RUNS)/ch2-trace.log
 	$(FIGURE_PYTHON)/step_breakdown.py $(FIGURE_RUNS)/ch2-trace.json chapters/ch02_training/figures/step_breakdown.svg
-	$(BUILD_DIR)/chapter3 --max-steps 4 --trace $(FIGURE_RUNS)/ch3-trace.json > $(FIGURE_RUNS)/ch3-trace.log
+	$(BUILD_DIR)/chapter3 --device cpu --max-steps 4 --trace $(FIGURE_RUNS)/ch3-trace.json > $(FIGURE_RUNS)/ch3-trace.log
 	$(FIGURE_PYTHON)/phases_timeline.py $(FIGURE_RUNS)/ch3-trace.json chapters/ch03_data_parallel/figures/phases_timeline.svg
-	mpirun -n 2 $(BUILD_DIR)/chapter4 --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
+	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
 	  --trace $(FIGURE_RUNS)/ch4-trace.json > $(FIGURE_RUNS)/ch4-trace.log
 	$(FIGURE_PYTHON)/ddp_step_timeline.py $(FIGURE_RUNS)/ch4-trace.json chapters/ch04_ddp/figures/ddp_step_timeline.svg
 	$(BUILD_DIR)/tools/figures/sampler_indices 10 2 3 > $(FIGURE_RUNS)/sampler.csv
 	$(FIGURE_PYTHON)/sampler_shards.py $(FIGURE_RUNS)/sampler.csv chapters/ch04_ddp/figures/sampler_shards.svg
-	mpirun -n 1 $(BUILD_DIR)/chapter4 --epochs 1 --metrics $(FIGURE_RUNS)/ch4-1rank.csv > $(FIGURE_RUNS)/ch4-1rank.log
-	mpirun -n 2 $(BUILD_DIR)/chapter4 --epochs 1 --metrics $(FIGURE_RUNS)/ch4-2ranks.csv > $(FIGURE_RUNS)/ch4-2ranks.log
+	mpirun -n 1 $(BUILD_DIR)/chapter4 --device cpu --epochs 1 --metrics $(FIGURE_RUNS)/ch4-1rank.csv > $(FIGURE_RUNS)/ch4-1rank.log
+	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --epochs 1 --metrics $(FIGURE_RUNS)/ch4-2ranks.csv > $(FIGURE_RUNS)/ch4-2ranks.log
 	$(FIGURE_PYTHON)/loss_1_vs_2_ranks.py $(FIGURE_RUNS)/ch4-1rank.csv $(FIGURE_RUNS)/ch4-2ranks.csv \
 	  chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg
