@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <string>
 
-#include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/kernels/tables.h"
@@ -32,6 +31,16 @@ double value_of(const StateDict& state, const char* key) {
                              "\" entry; expected the keys ", expected, " that GradScaler::state_dict() returns"));
 }
 
+// Refuses settings with which scaling cannot work, naming `caller` and the scale's name there.
+void check_settings(const char* caller, const char* scale_name, double scale, double growth_factor,
+                    double backoff_factor, double growth_interval) {
+  LOCKSTEP_CHECK(std::isfinite(scale) && scale > 0.0, caller, ": expected a finite ", scale_name, " > 0, got ", scale);
+  LOCKSTEP_CHECK(growth_factor > 1.0, caller, ": expected a growth_factor > 1, got ", growth_factor);
+  LOCKSTEP_CHECK(backoff_factor > 0.0 && backoff_factor < 1.0, caller, ": expected a backoff_factor in (0, 1), got ",
+                 backoff_factor);
+  LOCKSTEP_CHECK(growth_interval >= 1, caller, ": expected a growth_interval >= 1, got ", growth_interval);
+}
+
 }  // namespace
 
 GradScaler::GradScaler(const GradScalerOptions& options)
@@ -40,12 +49,8 @@ GradScaler::GradScaler(const GradScalerOptions& options)
       backoff_factor_(options.backoff_factor()),
       growth_interval_(options.growth_interval()),
       enabled_(options.enabled()) {
-  LOCKSTEP_CHECK(std::isfinite(scale_) && scale_ > 0.0f, "GradScaler: expected a finite init_scale > 0, got ",
-                 options.init_scale());
-  LOCKSTEP_CHECK(growth_factor_ > 1.0, "GradScaler: expected a growth_factor > 1, got ", growth_factor_);
-  LOCKSTEP_CHECK(backoff_factor_ > 0.0 && backoff_factor_ < 1.0,
-                 "GradScaler: expected a backoff_factor in (0, 1), got ", backoff_factor_);
-  LOCKSTEP_CHECK(growth_interval_ >= 1, "GradScaler: expected a growth_interval >= 1, got ", growth_interval_);
+  check_settings("GradScaler", "init_scale", scale_, growth_factor_, backoff_factor_,
+                 static_cast<double>(growth_interval_));
 }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
@@ -70,9 +75,12 @@ void GradScaler::unscale_(Optimizer& optimizer) {
   for (const Tensor& param : optimizer.params()) {
     const Tensor grad = param.grad();
     if (!grad.defined()) continue;
-    // The kernel's own dtype check, made before any gradient is touched, so that an f16
-    // gradient leaves all of them as they were.
-    dispatch_floating(grad.dtype(), "GradScaler.unscale_", [](auto) {});
+    // Checked before any gradient is touched, so that a 16-bit gradient leaves all of them as
+    // they were. Master weights in f32 are the rule (PyTorch: "Attempting to unscale FP16
+    // gradients.").
+    LOCKSTEP_CHECK(grad.dtype() == DType::f32 || grad.dtype() == DType::f64,
+                   "GradScaler.unscale_: cannot unscale ", dtype_name(grad.dtype()),
+                   " gradients; keep the parameters in f32 (master weights), so that their gradients are f32");
     auto group = grads_per_device.begin();
     while (group != grads_per_device.end() && group->first != grad.device()) ++group;
     if (group == grads_per_device.end()) group = grads_per_device.insert(group, {grad.device(), {}});
@@ -124,12 +132,12 @@ void GradScaler::update() {
   LOCKSTEP_CHECK(checks > 0,
                  "GradScaler.update: no inf checks were recorded prior to update(); call step(optimizer) (or "
                  "unscale_(optimizer)) first, after backward() has given the parameters gradients");
-  // PyTorch's _amp_update_scale_, in the scale's own precision (float).
+  // PyTorch's _amp_update_scale_: the float scale times the double factor, rounded to float.
   if (any_inf) {
-    scale_ *= static_cast<float>(backoff_factor_);
+    scale_ = static_cast<float>(static_cast<double>(scale_) * backoff_factor_);
     growth_tracker_ = 0;
   } else if (++growth_tracker_ == growth_interval_) {
-    const float grown = scale_ * static_cast<float>(growth_factor_);
+    const float grown = static_cast<float>(static_cast<double>(scale_) * growth_factor_);
     if (std::isfinite(grown)) scale_ = grown;
     growth_tracker_ = 0;
   }
@@ -158,12 +166,14 @@ void GradScaler::load_state_dict(const StateDict& state) {
   LOCKSTEP_CHECK(!state.empty(),
                  "GradScaler.load_state_dict: the state dict is empty, possibly because it was saved from a disabled "
                  "GradScaler");
-  // Every key is read before any is applied, so a state that lacks one changes nothing.
+  // Every key is read and checked before any is applied, so a state that lacks one, or holds
+  // settings the constructor would refuse, changes nothing.
   const double scale = value_of(state, "scale");
   const double growth_factor = value_of(state, "growth_factor");
   const double backoff_factor = value_of(state, "backoff_factor");
   const double growth_interval = value_of(state, "growth_interval");
   const double growth_tracker = value_of(state, "_growth_tracker");
+  check_settings("GradScaler.load_state_dict", "scale", scale, growth_factor, backoff_factor, growth_interval);
   scale_ = static_cast<float>(scale);
   growth_factor_ = growth_factor;
   backoff_factor_ = backoff_factor;
