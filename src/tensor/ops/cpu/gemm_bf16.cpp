@@ -49,7 +49,7 @@ void widen(int64_t rows, int64_t cols, const BFloat16* X, int64_t rs, int64_t cs
 // 16 independent sums hide the instruction's latency. MR = 8 divides the row counts of
 // chapter 2's CNN (32, 64, 288) exactly, and NR = 32 its filter counts.
 // The blocks are counted in k values (pairs of them in the packed panels): a KC x NR panel of
-// B is 256 x 32 bf16 = 16 KiB, half of a 32 KiB L1d; an MC x KC block of A is 192 x 256 bf16
+// B is 256 x 32 bf16 = 16 KiB, half of a 32 KiB L1d (the smallest of the CPUs with these instructions); an MC x KC block of A is 192 x 256 bf16
 // = 96 KiB of a 1 MiB L2; NC = 4064 (127 x NR) puts a 2 MiB block of B in the shared L3.
 constexpr int kMR = 8;
 constexpr int kNV = 2;

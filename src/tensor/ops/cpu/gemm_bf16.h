@@ -1,8 +1,8 @@
 /// \file
 /// General matrix multiply on bfloat16 operands, on the CPU: bf16 inputs, f32 sums, f32 output.
-/// It is the bf16 path that chapter 5's autocast will use for matmul, linear layers and
-/// convolutions. On a CPU with the AVX-512 BF16 instructions it multiplies pairs of bf16
-/// values with `vdpbf16ps`; elsewhere it widens the operands to f32 and calls `cpu::gemm`.
+/// It is the bf16 path for matmul, linear layers and convolutions in mixed precision. On a CPU
+/// with the AVX-512 BF16 instructions it multiplies pairs of bf16 values with `vdpbf16ps`;
+/// elsewhere it widens the operands to f32 and calls `cpu::gemm`.
 /// `gemm_bf16_path()` names the path this CPU takes.
 #pragma once
 
@@ -20,7 +20,9 @@ namespace lockstep::cpu {
 /// `beta == 0` C is never read (it may hold NaN); with `K == 0` or `alpha == 0` A and B are not
 /// read and the result is `beta * C`. Every product of two bf16 values is exact in f32, and the
 /// products are summed in f32, so the result differs from `cpu::gemm<float>` on the same
-/// values (widened to f32) only by the order of the additions.
+/// values (widened to f32) by the order of the additions, by where alpha is applied (once per
+/// K slice), and, on the vdpbf16ps path, by denormal products and sums, which that
+/// instruction flushes to zero.
 /// The result does not depend on the number of OpenMP threads.
 ///
 /// \param M            Rows of A and C.
