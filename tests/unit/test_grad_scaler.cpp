@@ -315,6 +315,17 @@ TEST(GradScaler, LoadingAStateWithAMissingKeyIsAnErrorAndChangesNothing) {
   expect_error([&] { scaler.load_state_dict({}); }, "the state dict is empty");
 }
 
+TEST(GradScaler, LoadingSettingsTheConstructorRefusesIsAnErrorAndChangesNothing) {
+  StateDict state = GradScaler(GradScalerOptions().init_scale(8)).state_dict();
+  for (auto& entry : state) {
+    if (entry.first == "growth_interval") entry.second.fill_(0);
+  }
+  GradScaler scaler;
+  expect_error([&] { scaler.load_state_dict(state); },
+               "GradScaler.load_state_dict: expected a growth_interval >= 1, got 0");
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+}
+
 TEST(GradScaler, DisabledPassesEverythingThrough) {
   GradScaler scaler(GradScalerOptions().enabled(false));
   EXPECT_FALSE(scaler.is_enabled());
