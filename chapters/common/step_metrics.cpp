@@ -24,7 +24,9 @@ void StepMetrics::record(int64_t step, int epoch, const Tensor& loss, const Time
   const double value = loss.item();
   const double now = epoch_timer.seconds();
   if (epoch != epoch_) epoch_seconds_ = 0.0;
-  file_ << step << "," << epoch << "," << value << "," << now - epoch_seconds_ << "\n";
+  // Flushed row by row, so that a write that fails (a full disk) is seen at its step, not lost
+  // in the destructor's unchecked flush.
+  file_ << step << "," << epoch << "," << value << "," << now - epoch_seconds_ << "\n" << std::flush;
   epoch_ = epoch;
   epoch_seconds_ = now;
   LOCKSTEP_CHECK(file_.good(), "--metrics: writing the row of step ", step, " failed (is the disk full?)");
