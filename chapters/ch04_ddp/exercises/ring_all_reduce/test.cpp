@@ -33,6 +33,25 @@ int MPI_Reduce_scatter_block(const void* send, void* receive, int count, MPI_Dat
   ++reductions_called;
   return PMPI_Reduce_scatter_block(send, receive, count, type, op, comm);
 }
+int MPI_Reduce_scatter(const void* send, void* receive, const int counts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm) {
+  ++reductions_called;
+  return PMPI_Reduce_scatter(send, receive, counts, type, op, comm);
+}
+int MPI_Iallreduce(const void* send, void* receive, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  ++reductions_called;
+  return PMPI_Iallreduce(send, receive, count, type, op, comm, request);
+}
+int MPI_Ireduce(const void* send, void* receive, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request* request) {
+  ++reductions_called;
+  return PMPI_Ireduce(send, receive, count, type, op, root, comm, request);
+}
+int MPI_Scan(const void* send, void* receive, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  ++reductions_called;
+  return PMPI_Scan(send, receive, count, type, op, comm);
+}
 
 namespace lockstep {
 namespace {
