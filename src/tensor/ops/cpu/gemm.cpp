@@ -27,14 +27,16 @@
 #include <utility>
 #include <vector>
 
-#include "core/threads.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "tensor/ops/cpu/gemm_blocking.h"
 
 namespace lockstep::cpu {
 namespace {
+
+using gemm_detail::ceil_div;
+using gemm_detail::gemm_threads;
+using gemm_detail::round_up;
+using gemm_detail::scratch;
+using gemm_detail::update_tile;
 
 // ---------------------------------------------------------------------------------------
 // Blocking parameters.
@@ -101,26 +103,6 @@ struct Blocking<double> {
 // Below this many multiply-adds (M * N * K) packing and waking threads cost more than
 // they save, so we use a plain loop.
 constexpr int64_t kSmallProblem = 32 * 1024;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile of C whose element (i, j) is
-// C[i * c_rs + j * c_cs]. `ab` has row stride ldab.
-// beta == 0 must not read C: 0 * NaN is NaN, and C may be uninitialised.
-template <class T>
-void update_tile(int64_t m, int64_t n, const T* ab, int64_t ldab, T alpha, T beta, T* C,
-                 int64_t c_rs, int64_t c_cs) {
-  for (int64_t i = 0; i < m; ++i) {
-    T* c = C + i * c_rs;
-    const T* r = ab + i * ldab;
-    if (beta == T(0)) {
-      for (int64_t j = 0; j < n; ++j) c[j * c_cs] = alpha * r[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j) c[j * c_cs] = alpha * r[j] + beta * c[j * c_cs];
-    }
-  }
-}
 
 // C = beta * C, the whole answer when there is nothing to multiply (K == 0 or alpha == 0).
 template <class T>
@@ -328,25 +310,6 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
       }
     }
   }
-}
-
-// Scratch memory for packed panels, kept per thread from one call to the next: a
-// convolution runs one GEMM per image, thousands per training step, and allocating and
-// zero-filling fresh buffers each time cost more than the smallest of those products.
-template <class T>
-T* scratch(std::vector<T>& buffer, int64_t n) {
-  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
-  return buffer.data();
-}
-
-// The number of threads a GEMM may use: all of OpenMP's, unless it is already running
-// inside a parallel region (a convolution's shares or groups of images, a DataParallel
-// replica), where it runs alone.
-int gemm_threads() {
-#ifdef _OPENMP
-  if (omp_in_parallel()) return 1;
-#endif
-  return get_num_threads();
 }
 
 // The blocked algorithm of the file comment, for C whose element (i, j) is

@@ -21,12 +21,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/threads.h"
 #include "tensor/ops/cpu/gemm.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "tensor/ops/cpu/gemm_blocking.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 10)
 #define LOCKSTEP_HAVE_AVX512_BF16_KERNEL 1
@@ -35,6 +31,12 @@
 
 namespace lockstep::cpu {
 namespace {
+
+using gemm_detail::ceil_div;
+using gemm_detail::gemm_threads;
+using gemm_detail::round_up;
+using gemm_detail::scratch;
+using gemm_detail::update_tile;
 
 // Widens the M x K operand X (element (i, k) at X[i * rs + k * cs]) into the row-major out.
 void widen(int64_t rows, int64_t cols, const BFloat16* X, int64_t rs, int64_t cs, float* out) {
@@ -61,8 +63,6 @@ constexpr int64_t kNC = 4064;
 // Below this many multiply-adds waking the other threads costs more than it saves.
 constexpr int64_t kSmallProblem = 32 * 1024;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 // The 32-bit word holding the pair (lo, hi) as `vdpbf16ps` reads it: lo in the low half.
 uint32_t pair_word(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
@@ -101,17 +101,6 @@ void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B, int64_t rs, int64_t
     for (int64_t j = nr; j < kNR; ++j) out[j] = 0;
     out += kNR;
   }
-}
-
-// C(i, j) = alpha * ab(i, j) + beta * C(i, j) for an m x n tile of C whose element (i, j) is
-// C[i * c_rs + j * c_cs]; `ab` has row stride NR. beta == 0 does not read C.
-void update_tile(int64_t m, int64_t n, const float* ab, float alpha, float beta, float* C,
-                 int64_t c_rs, int64_t c_cs) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float& c = C[i * c_rs + j * c_cs];
-      c = beta == 0.0f ? alpha * ab[i * kNR + j] : alpha * ab[i * kNR + j] + beta * c;
-    }
 }
 
 // The micro-kernel: C = alpha * (A panel) * (B panel) + beta * C for one full MR x NR tile of
@@ -170,15 +159,10 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, float alpha, const uint32_
         micro_kernel(pairs, a, b, alpha, beta, c, c_rs);
       } else {
         micro_kernel(pairs, a, b, 1.0f, 0.0f, ab, kNR);
-        update_tile(mr, nr, ab, alpha, beta, c, c_rs, c_cs);
+        update_tile<float>(mr, nr, ab, kNR, alpha, beta, c, c_rs, c_cs);
       }
     }
   }
-}
-
-uint32_t* scratch(std::vector<uint32_t>& buffer, int64_t n) {
-  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(n);
-  return buffer.data();
 }
 
 // The blocked algorithm, as gemm.cpp's gemm_blocked: B packed once per (jc, pc) block by all
@@ -188,10 +172,7 @@ uint32_t* scratch(std::vector<uint32_t>& buffer, int64_t n) {
 void gemm_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_rs,
                   int64_t a_cs, const BFloat16* B, int64_t b_rs, int64_t b_cs, float beta,
                   float* C, int64_t c_rs, int64_t c_cs) {
-  int threads = M * N * K < kSmallProblem ? 1 : get_num_threads();
-#ifdef _OPENMP
-  if (omp_in_parallel()) threads = 1;
-#endif
+  const int threads = M * N * K < kSmallProblem ? 1 : gemm_threads();
   // Row blocks of at most MC rows, as many as a multiple of the thread count where M allows.
   int64_t row_blocks = std::min(round_up(ceil_div(M, kMC), threads), ceil_div(M, kMR));
   const int64_t mc_max = round_up(ceil_div(M, row_blocks), kMR);
