@@ -139,12 +139,6 @@ std::string choose_backend(const std::string& requested, Device device, const La
   return "nccl";
 }
 
-Device device_for_rank(const LaunchInfo& launch, int cuda_devices) {
-  LOCKSTEP_CHECK_KIND(cuda_devices > 0, ErrorKind::NoCudaDevice, "cannot place rank ", launch.rank,
-                      " on a GPU: this machine has no CUDA device; keep the model on Device::cpu()");
-  return Device::cuda(launch.local_rank % cuda_devices);
-}
-
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device) {
   DistributedState& s = state();
   LOCKSTEP_CHECK(s.default_group == nullptr, "init_process_group: already initialised (call it once per process)");

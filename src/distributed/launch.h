@@ -55,10 +55,6 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv =
 std::string choose_backend(const std::string& requested, Device device, const LaunchInfo& launch, int cuda_devices,
                            bool visible_devices_set = std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
 
-/// The GPU a rank uses: its local rank, wrapped around the GPUs of its machine (so ranks share
-/// GPUs when there are more ranks than GPUs, which only the MPI backend allows). Without a GPU,
-/// an error of kind ErrorKind::NoCudaDevice.
-Device device_for_rank(const LaunchInfo& launch, int cuda_devices);
 
 /// Starts MPI and creates the default process group with `backend` ("mpi", or "nccl" on GPU
 /// `device`); from then on, a rank that stops on an error calls abort_job, so as not to leave

@@ -1,6 +1,7 @@
 // Launch: which launcher started this process and what it says (detect_launch, from a made-up
-// environment), which backend a job gets (choose_backend) and which GPU a rank uses
-// (device_for_rank). No MPI is started here: these are plain functions of their arguments.
+// environment) and which backend a job gets (choose_backend). No MPI is started here: these are
+// plain functions of their arguments. (Which GPU a rank uses is the programs' choice:
+// chapters/common/device_choice, tested in test_device_choice.cpp.)
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -143,16 +144,6 @@ TEST(ChooseBackend, OneVisibleGpuPerRankIsLeftForNcclToCheck) {
   two_ranks.world_size = two_ranks.local_world_size = 2;
   EXPECT_EQ(choose_backend("auto", Device::cuda(0), two_ranks, 1, true), "mpi");
   expect_nccl_if_built([&] { return choose_backend("nccl", Device::cuda(0), two_ranks, 1, true); });
-}
-
-TEST(DeviceForRank, LocalRankWrapsAroundTheGpus) {
-  LaunchInfo launch;
-  launch.world_size = launch.local_world_size = 4;
-  launch.rank = launch.local_rank = 3;
-  EXPECT_EQ(device_for_rank(launch, 4), Device::cuda(3));
-  EXPECT_EQ(device_for_rank(launch, 2), Device::cuda(1));
-  expect_error([&] { device_for_rank(launch, 0); }, ErrorKind::NoCudaDevice,
-               "cannot place rank 3 on a GPU: this machine has no CUDA device; keep the model on Device::cpu()");
 }
 
 }  // namespace
