@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensor/ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/gemm_blocking.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 10)
@@ -37,12 +38,6 @@ using gemm_detail::gemm_threads;
 using gemm_detail::round_up;
 using gemm_detail::scratch;
 using gemm_detail::update_tile;
-
-// Widens the M x K operand X (element (i, k) at X[i * rs + k * cs]) into the row-major out.
-void widen(int64_t rows, int64_t cols, const BFloat16* X, int64_t rs, int64_t cs, float* out) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t k = 0; k < cols; ++k) out[i * cols + k] = float(X[i * rs + k * cs]);
-}
 
 #ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
 
@@ -251,15 +246,8 @@ void gemm_bf16_via_f32(int64_t M, int64_t N, int64_t K, float alpha, const BFloa
                        int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
                        int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
                        int64_t c_row_stride) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0.0f) {
-    gemm<float>(M, N, 0, alpha, nullptr, 0, 0, nullptr, 0, 0, beta, C, c_row_stride);
-    return;
-  }
-  std::vector<float> a(M * K), b(K * N);
-  widen(M, K, A, a_row_stride, a_col_stride, a.data());
-  widen(K, N, B, b_row_stride, b_col_stride, b.data());
-  gemm<float>(M, N, K, alpha, a.data(), K, 1, b.data(), N, 1, beta, C, c_row_stride);
+  gemm_16bit_via_f32(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride, beta,
+                     C, c_row_stride);
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,

@@ -11,12 +11,16 @@
 ///
 /// The backend is chosen for the whole process: by `set_gemm_backend`, or, until that is
 /// called, by the environment variable `LOCKSTEP_GEMM=cublas|tiled`, read at first use.
+///
+/// f16 and bf16 operands (mixed precision) always go to cuBLAS's tensor-core GEMM, with f32
+/// sums and an f32 result, whichever backend is chosen.
 #pragma once
 
 #include <cstdint>
 
 #include "core/cuda/api.h"
 #include "core/device.h"
+#include "core/half.h"
 
 namespace lockstep::cuda {
 
@@ -71,6 +75,22 @@ LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, double alpha,
                            const double* B, int64_t b_row_stride, int64_t b_col_stride,
                            double beta, double* C, int64_t c_row_stride))
 
+/// gemm for bf16 operands with f32 sums and an f32 C: the counterpart of cpu::gemm_16bit. It runs
+/// on tensor cores through cuBLAS (cublasGemmStridedBatchedEx with CUDA_R_16BF operands, a
+/// CUDA_R_32F C and CUBLAS_COMPUTE_32F) whatever the GEMM backend: the tiled kernel has no
+/// 16-bit version. Every product of two bf16 values is exact in f32, so the result differs from
+/// the f32 GEMM on the widened operands only by the order of the additions.
+LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, float alpha,
+                           const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
+                           const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
+                           float beta, float* C, int64_t c_row_stride))
+
+/// gemm for f16 operands (CUDA_R_16F) with f32 sums and an f32 C; see the bf16 overload.
+LOCKSTEP_CUDA_FN(void gemm(int64_t M, int64_t N, int64_t K, float alpha,
+                           const Half* A, int64_t a_row_stride, int64_t a_col_stride,
+                           const Half* B, int64_t b_row_stride, int64_t b_col_stride,
+                           float beta, float* C, int64_t c_row_stride))
+
 /// `batch` independent GEMMs in one call: for p in [0, batch), matrix p of each operand starts
 /// `p * x_batch_stride` elements after the pointer given, and `C_p = alpha * A_p * B_p +
 /// beta * C_p` as in gemm. A batch stride of 0 uses the same matrix for every product (a
@@ -105,6 +125,21 @@ LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t 
                                    const double* A, int64_t a_batch_stride, int64_t a_row_stride,
                                    int64_t a_col_stride, const double* B, int64_t b_batch_stride,
                                    int64_t b_row_stride, int64_t b_col_stride, double beta, double* C,
+                                   int64_t c_batch_stride, int64_t c_row_stride))
+
+/// gemm_batched for bf16 operands with f32 sums and an f32 C, on tensor cores through cuBLAS
+/// whatever the GEMM backend, as the bf16 gemm.
+LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                                   const BFloat16* A, int64_t a_batch_stride, int64_t a_row_stride,
+                                   int64_t a_col_stride, const BFloat16* B, int64_t b_batch_stride,
+                                   int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+                                   int64_t c_batch_stride, int64_t c_row_stride))
+
+/// gemm_batched for f16 operands with f32 sums and an f32 C; see the bf16 overload.
+LOCKSTEP_CUDA_FN(void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                                   const Half* A, int64_t a_batch_stride, int64_t a_row_stride,
+                                   int64_t a_col_stride, const Half* B, int64_t b_batch_stride,
+                                   int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
                                    int64_t c_batch_stride, int64_t c_row_stride))
 
 }  // namespace lockstep::cuda

@@ -14,6 +14,7 @@
 #include "tensor/ops/cpu/dropout_kernels.h"
 #include "tensor/ops/cpu/elementwise_kernels.h"
 #include "tensor/ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/loss_kernels.h"
 #include "tensor/ops/cpu/max_kernels.h"
 #include "tensor/ops/cpu/pool_kernels.h"
@@ -85,6 +86,9 @@ inline constexpr DeviceKernels<decltype(cpu::nll_loss_backward_kernel)> nll_loss
 /// C = alpha A B + beta C on strided operands, in element type T (float or double).
 template <class T>
 inline constexpr DeviceKernels<decltype(cpu::gemm<T>)> gemm{cpu::gemm<T>, cuda::gemm};
+/// C (f32) = alpha A B + beta C with f16 or bf16 operands A and B (T = Half or BFloat16).
+template <class T>
+inline constexpr DeviceKernels<decltype(cpu::gemm_16bit<T>)> gemm_16bit{cpu::gemm_16bit<T>, cuda::gemm};
 /// conv2d's forward pass.
 inline constexpr DeviceKernels<decltype(cpu::conv2d_forward_kernel)> conv2d_forward{cpu::conv2d_forward_kernel,
                                                                                    cuda::conv2d_forward_kernel};
