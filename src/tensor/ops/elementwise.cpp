@@ -1,5 +1,9 @@
 #include "tensor/ops/elementwise.h"
 
+#include <optional>
+
+#include "tensor/autocast.h"
+
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
@@ -24,6 +28,17 @@ Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tens
   return out;
 }
 
+// PyTorch's type promotion for two floating dtypes: the wider one (f32 over f16 and bf16, f64
+// over all); f16 with bf16, neither of which holds the other, gives f32. Empty when the dtypes
+// already agree or are not both floating (the same-dtype check then speaks).
+std::optional<DType> promoted_dtype(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.dtype() == b.dtype()) return std::nullopt;
+  if (!is_floating(a.dtype()) || !is_floating(b.dtype())) return std::nullopt;
+  const auto rank = [](DType t) { return t == DType::f64 ? 2 : t == DType::f32 ? 1 : 0; };
+  if (rank(a.dtype()) == 0 && rank(b.dtype()) == 0) return DType::f32;
+  return rank(a.dtype()) > rank(b.dtype()) ? a.dtype() : b.dtype();
+}
+
 Tensor arithmetic(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
   return binary_forward(name, op, a, b, a.dtype());
 }
@@ -45,6 +60,7 @@ Tensor unary_forward(const char* name, UnaryOp op, const Tensor& a) {
 // is the output gradient reduced back to that input's shape (sum_to).
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (const auto dtype = promoted_dtype(a, b)) return add(a.to(*dtype), b.to(*dtype));
   Tensor out = arithmetic("add", BinaryOp::Add, a, b);
   return record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -52,6 +68,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (const auto dtype = promoted_dtype(a, b)) return sub(a.to(*dtype), b.to(*dtype));
   Tensor out = arithmetic("sub", BinaryOp::Sub, a, b);
   return record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -60,6 +77,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 //! [mul]
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (const auto dtype = promoted_dtype(a, b)) return mul(a.to(*dtype), b.to(*dtype));
   Tensor out = arithmetic("mul", BinaryOp::Mul, a, b);
   // d(ab)/da = b, d(ab)/db = a. Each input is saved only when the other one's gradient is
   // wanted; a SavedTensor notices if it is changed in place before backward reads it.
@@ -74,6 +92,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 //! [mul]
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (const auto dtype = promoted_dtype(a, b)) return div(a.to(*dtype), b.to(*dtype));
   Tensor out = arithmetic("div", BinaryOp::Div, a, b);
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -out/b.
   const bool need_b = b.requires_grad();
@@ -91,14 +110,17 @@ Tensor neg(const Tensor& a) {
   return record(out, "NegBackward", {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
-Tensor exp(const Tensor& a) {
+// exp and log are on autocast's f32 list: their results span a range 16 bits cannot hold.
+Tensor exp(const Tensor& a_in) {
+  const Tensor a = autocast::to_f32(a_in);
   Tensor out = unary_forward("exp", UnaryOp::Exp, a);
   return record(out, "ExpBackward", {a}, [out = SavedTensor(out)](const Tensor& g) {
     return std::vector<Tensor>{mul(g, out.unpack())};
   });
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a_in) {
+  const Tensor a = autocast::to_f32(a_in);
   Tensor out = unary_forward("log", UnaryOp::Log, a);
   return record(out, "LogBackward", {a}, [a = SavedTensor(a)](const Tensor& g) {
     return std::vector<Tensor>{div(g, a.unpack())};

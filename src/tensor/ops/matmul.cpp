@@ -3,6 +3,10 @@
 // transposed view costs nothing).
 #include "tensor/ops/matmul.h"
 
+#include <type_traits>
+
+#include "tensor/autocast.h"
+
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/copy.h"
@@ -16,19 +20,35 @@ namespace lockstep {
 
 namespace {
 
+// One product C = A B + beta C on the device: kernels::gemm for f32 and f64, and for the 16-bit
+// types kernels::gemm_16bit, which sums in f32 and writes an f32 C.
+template <class T, class Acc>
+void gemm_on(Device device, int64_t M, int64_t N, int64_t K, const T* a, int64_t a_row, int64_t a_col, const T* b,
+             int64_t b_row, int64_t b_col, Acc beta, Acc* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    kernels::gemm<T>.call(device, M, N, K, T(1), a, a_row, a_col, b, b_row, b_col, beta, c, ldc);
+  } else {
+    kernels::gemm_16bit<T>.call(device, M, N, K, 1.0f, a, a_row, a_col, b, b_row, b_col, beta, c, ldc);
+  }
+}
+
 // out[i] = a[i] b[i] + beta * out[i] for every matrix i of out (batch..., M, N), contiguous.
 // a is walked with `a_strides` as if it had shape (batch..., M, K), b with `b_strides` as
 // (batch..., K, N): a stride of 0 repeats one matrix over a broadcast batch dimension.
+// 16-bit products accumulate in an f32 copy of out, rounded to out's dtype once at the end.
 void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b, const Shape& b_strides,
                   int64_t K, const Tensor& out, double beta) {
   const int64_t dims = out.dim();
   const int64_t M = out.size(-2), N = out.size(-1);
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  dispatch_floating(out.dtype(), op, [&](auto tag) {
+  dispatch_floating_and_16bit(out.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Acc = opmath_t<T>;
+    constexpr bool wide = std::is_same_v<T, Acc>;
+    const Tensor acc = wide ? out : beta != 0.0 ? out.to(DType::f32) : empty(out.shape(), out.options().dtype(DType::f32));
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
-    T* pc = out.data_ptr<T>();
+    Acc* pc = acc.data_ptr<Acc>();
     // One product at a time: gemm itself spreads a large product over the CPU's threads or the
     // GPU's cores. On a GPU each call only queues the product and returns.
     const int64_t batches = shape_numel(batch);
@@ -43,9 +63,10 @@ void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const
       }
       const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
       const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
-      kernels::gemm<T>.call(out.device(), M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col,
-                            static_cast<T>(beta), pc + i * M * N, N);
+      gemm_on<T, Acc>(out.device(), M, N, K, pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<Acc>(beta),
+                      pc + i * M * N, N);
     }
+    if (!wide) copy_strided(acc, out);
   });
 }
 
@@ -81,7 +102,9 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  // matmul is on autocast's lower-precision list.
+  const Tensor a = autocast::to_lower_precision(a_in), b = autocast::to_lower_precision(b_in);
   check_same_device("matmul", {&a, &b});
   check_same_dtype("matmul", {&a, &b});
   LOCKSTEP_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
@@ -109,7 +132,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return batched_matmul(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // linear is on autocast's lower-precision list: in a region all three become 16-bit, the
+  // parameters through the cast cache.
+  const Tensor x = autocast::to_lower_precision(x_in), weight = autocast::to_lower_precision(weight_in),
+               bias = autocast::to_lower_precision(bias_in);
   check_same_device("linear", {&x, &weight});
   check_same_dtype("linear", {&x, &weight});
   LOCKSTEP_CHECK(weight.dim() == 2, "linear: expected weight to be 2-D (out_features, in_features), got shape ",

@@ -11,6 +11,7 @@
 #include "core/dispatch.h"
 #include "core/threads.h"
 #include "tensor/ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
 
 namespace lockstep::cpu {
 
@@ -115,6 +116,35 @@ constexpr int64_t kWeightGradGroups = 16;
 
 int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }
 
+// C = A B + beta C with sums in Acc: cpu::gemm when T is Acc (f32, f64), cpu::gemm_16bit for
+// 16-bit operands, whose products are summed into an f32 C.
+template <class T, class Acc>
+void gemm_into(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
+               int64_t b_cs, Acc beta, Acc* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    gemm<T>(M, N, K, T(1), A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc);
+  } else {
+    gemm_16bit<T>(M, N, K, 1.0f, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc);
+  }
+}
+
+// Where sums in Acc go: straight into the output `out` when it has that type (f32, f64), else
+// into the f32 scratch `buffer`, which round_into later rounds into out.
+template <class Acc, class T>
+Acc* sums_for(T* out, std::vector<Acc>& buffer) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    return out;
+  } else {
+    return buffer.data();
+  }
+}
+
+// Rounds n values of the f32 accumulator into the 16-bit out.
+template <class T, class Acc>
+void round_into(const Acc* acc, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(acc[i]);
+}
+
 }  // namespace
 
 template <class T>
@@ -155,6 +185,8 @@ void col2im(const T* cols, const Conv2dGeometry& g, T* x) {
 
 template void im2col<float>(const float*, const Conv2dGeometry&, float*);
 template void im2col<double>(const double*, const Conv2dGeometry&, double*);
+template void im2col<Half>(const Half*, const Conv2dGeometry&, Half*);
+template void im2col<BFloat16>(const BFloat16*, const Conv2dGeometry&, BFloat16*);
 template void col2im<float>(const float*, const Conv2dGeometry&, float*);
 template void col2im<double>(const double*, const Conv2dGeometry&, double*);
 
@@ -163,22 +195,30 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
-  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
+  dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Acc = opmath_t<T>;  // f32 for 16-bit T: the GEMM sums, and the bias is added, in f32
+    constexpr bool wide = std::is_same_v<T, Acc>;
     const T* x = input.data_ptr<T>();
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* y = out.data_ptr<T>();
     for_each_share(batch, batch_shares(batch), [&](int64_t first, int64_t last) {
       std::vector<T> cols(patch * pixels);  // (patch, pixels), reused for each image
+      // A 16-bit output is summed in this f32 image first and rounded once: (C_out, pixels).
+      std::vector<Acc> sums(wide ? 0 : out_channels * pixels);
       for (int64_t n = first; n < last; ++n) {
         T* yn = y + n * out_channels * pixels;  // (C_out, pixels)
+        Acc* acc = sums_for(yn, sums);
         im2col(x + n * image_size, g, cols.data());
         // Each output channel starts as its bias; the GEMM adds W . cols onto it (beta = 1).
         if (b) {
-          for (int64_t co = 0; co < out_channels; ++co) std::fill(yn + co * pixels, yn + (co + 1) * pixels, b[co]);
+          for (int64_t co = 0; co < out_channels; ++co)
+            std::fill(acc + co * pixels, acc + (co + 1) * pixels, static_cast<Acc>(b[co]));
         }
-        gemm<T>(out_channels, pixels, patch, T(1), w, patch, 1, cols.data(), pixels, 1, T(b ? 1 : 0), yn, pixels);
+        gemm_into<T, Acc>(out_channels, pixels, patch, w, patch, 1, cols.data(), pixels, 1, Acc(b ? 1 : 0), acc,
+                          pixels);
+        if constexpr (!wide) round_into(acc, out_channels * pixels, yn);
       }
     });
   });
@@ -190,15 +230,17 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
   const int64_t groups = weight_grad_groups(batch);
-  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
+  dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Acc = opmath_t<T>;  // f32 for 16-bit T: dW's sums and the patches' gradients stay f32
+    constexpr bool wide = std::is_same_v<T, Acc>;
     const T* dy = grad_out.data_ptr<T>();
     const T* x = input.data_ptr<T>();
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     T* dx = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
     T* dw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
     // Each group sums dW over its own images; the groups are added in order at the end.
-    std::vector<std::vector<T>> dw_groups(dw ? groups : 0, std::vector<T>(out_channels * patch, T(0)));
+    std::vector<std::vector<Acc>> dw_groups(dw ? groups : 0, std::vector<Acc>(out_channels * patch, Acc(0)));
 
     // With at least one image per thread, the threads share out the groups and each GEMM runs
     // on one thread; with fewer, the groups run one after another and each GEMM uses every
@@ -206,7 +248,10 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     const bool threads_take_groups = groups > 1 && batch >= get_num_threads();
 #pragma omp parallel if (threads_take_groups)
     {
-      std::vector<T> cols(patch * pixels);  // (patch, pixels): an image's patches, or their gradient
+      std::vector<T> cols(patch * pixels);  // (patch, pixels): an image's patches
+      // (patch, pixels): the patches' gradient, and (C_in, H, W): the image's, in Acc. For f32
+      // and f64 the gradient goes straight into cols and dx.
+      std::vector<Acc> grad_cols(wide ? 0 : patch * pixels), grad_image(wide ? 0 : image_size);
 #pragma omp for schedule(static)
       for (int64_t group = 0; group < groups; ++group) {
         for (int64_t n = batch * group / groups; n < batch * (group + 1) / groups; ++n) {
@@ -214,25 +259,28 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
           if (dw) {
             // dW += dy . cols^T; cols^T is cols read with its strides swapped.
             im2col(x + n * image_size, g, cols.data());
-            gemm<T>(out_channels, patch, pixels, T(1), dyn, pixels, 1, cols.data(), 1, pixels, T(1),
-                    dw_groups[group].data(), patch);
+            gemm_into<T, Acc>(out_channels, patch, pixels, dyn, pixels, 1, cols.data(), 1, pixels, Acc(1),
+                              dw_groups[group].data(), patch);
           }
           if (dx) {
             // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
-            gemm<T>(patch, pixels, out_channels, T(1), w, 1, patch, dyn, pixels, 1, T(0), cols.data(), pixels);
-            T* dxn = dx + n * image_size;
-            std::fill(dxn, dxn + image_size, T(0));
-            col2im(cols.data(), g, dxn);
+            Acc* patches = sums_for(cols.data(), grad_cols);
+            Acc* image = sums_for(dx + n * image_size, grad_image);
+            gemm_into<T, Acc>(patch, pixels, out_channels, w, 1, patch, dyn, pixels, 1, Acc(0), patches, pixels);
+            std::fill(image, image + image_size, Acc(0));
+            col2im(patches, g, image);
+            if constexpr (!wide) round_into(image, image_size, dx + n * image_size);
           }
         }
       }
     }
 
     if (dw) {
-      std::fill(dw, dw + out_channels * patch, T(0));
-      for (const std::vector<T>& part : dw_groups) {
-        for (int64_t k = 0; k < out_channels * patch; ++k) dw[k] += part[k];
+      std::vector<Acc> total(out_channels * patch, Acc(0));
+      for (const std::vector<Acc>& part : dw_groups) {
+        for (int64_t k = 0; k < out_channels * patch; ++k) total[k] += part[k];
       }
+      round_into(total.data(), out_channels * patch, dw);
     }
   });
 }

@@ -13,6 +13,10 @@
 /// inside a share each image is one im2col and one GEMM (conv_kernels.cpp says why this split
 /// was chosen). The backward pass splits it into at most 16 groups fixed by the batch size, so
 /// that dW, a sum over the images, is added in the same order whatever the thread count.
+///
+/// f16 and bf16 tensors are multiplied by cpu::gemm_16bit, whose sums are f32: an image's
+/// output (bias included), its input gradient and dW's sum over the batch stay f32 until each
+/// is rounded to the 16-bit dtype once.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +28,7 @@ namespace lockstep::cpu {
 
 /// Writes cols (patch_size, out_pixels): the patch under the filter at every output pixel of
 /// one image x (C_in, H, W), as described in this file's header. Padding reads as 0.
-/// Instantiated for float and double.
+/// Instantiated for float, double, Half and BFloat16.
 template <class T>
 void im2col(const T* x, const Conv2dGeometry& g, T* cols);
 
@@ -36,13 +40,13 @@ void col2im(const T* cols, const Conv2dGeometry& g, T* x);
 
 /// out (N, C_out, H_out, W_out) = input (N, C_in, H, W) convolved with weight
 /// (C_out, C_in, kH, kW), plus bias (C_out) per channel if bias is defined. All contiguous,
-/// one floating dtype.
+/// one floating dtype (f32, f64, f16 or bf16).
 void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                            const Conv2dGeometry& g);
 
 /// From grad_out dy (N, C_out, H_out, W_out), writes grad_input dx (N, C_in, H, W) and
 /// grad_weight dW (C_out, C_in, kH, kW, summed over the batch). Either output may be undefined,
-/// and is then not computed. All tensors contiguous, one floating dtype.
+/// and is then not computed. All tensors contiguous, one floating dtype (f32, f64, f16 or bf16).
 void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                             const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g);
 
