@@ -3,6 +3,7 @@
 #pragma once
 
 #include "amp/grad_scaler.h"
+#include "tensor/autocast.h"
 #include "tensor/autograd/engine.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/node.h"

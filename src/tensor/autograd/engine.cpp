@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "tensor/autocast.h"
 #include "tensor/autograd/grad_mode.h"
 #include "core/error.h"
 #include "tensor/ops/elementwise.h"
@@ -47,6 +48,8 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
   const RecordFunction span("backward", "autograd");
   // Gradients are computed with recording off: we do not build graphs of graphs.
   NoGradGuard no_grad;
+  // ...and with autocast off: each gradient keeps the dtype its forward value had.
+  const autocast::Suspend no_autocast;
 
   // 1. Count, for every node, how many edges point at it: it may run only after all of them.
   std::unordered_map<Node*, int> dependencies;

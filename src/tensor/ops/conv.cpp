@@ -2,6 +2,8 @@
 // (tensor/ops/cpu/conv_kernels.h, tensor/ops/cuda/conv_kernels.h) and records the backward pass.
 #include "tensor/ops/conv.h"
 
+#include "tensor/autocast.h"
+
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
@@ -21,7 +23,12 @@ int64_t conv_out_size(int64_t size, int64_t kernel, int64_t stride, int64_t padd
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
+              int64_t padding) {
+  // conv2d is on autocast's lower-precision list: in a region all three become 16-bit, the
+  // parameters through the cast cache.
+  const Tensor input = autocast::to_lower_precision(input_in), weight = autocast::to_lower_precision(weight_in),
+               bias = autocast::to_lower_precision(bias_in);
   check_same_device("conv2d", {&input, &weight});
   check_same_dtype("conv2d", {&input, &weight});
   LOCKSTEP_CHECK(input.dim() == 4, "conv2d: expected input to be 4-D (N, C, H, W), got shape ",
