@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "distributed/mpi_check.h"
+#include "distributed/mpi_reduce_ops.h"
 #include "distributed/process_group_mpi.h"
 
 namespace lockstep {
@@ -15,14 +16,18 @@ namespace mpi {
 void initialize() {
   int started = 0;
   LOCKSTEP_MPI_CHECK(MPI_Initialized(&started));
-  if (started) return;
-  // Each process group calls MPI from its own worker thread, one call at a time.
-  int provided = 0;
-  LOCKSTEP_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
-  LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-  LOCKSTEP_CHECK(provided >= MPI_THREAD_SERIALIZED,
-                 "MPI: this MPI library does not allow calls from a thread other than main (it provides thread level ",
-                 provided, "); Lockstep needs MPI_THREAD_SERIALIZED");
+  if (!started) {
+    // Each process group calls MPI from its own worker thread, one call at a time.
+    int provided = 0;
+    LOCKSTEP_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+    LOCKSTEP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    LOCKSTEP_CHECK(provided >= MPI_THREAD_SERIALIZED,
+                   "MPI: this MPI library does not allow calls from a thread other than main (it provides thread ",
+                   "level ", provided, "); Lockstep needs MPI_THREAD_SERIALIZED");
+  }
+  // Here, on the main thread before any group's worker calls MPI: the ops that reduce f16 and
+  // bf16 tensors, which MPI lacks (also when someone else started MPI).
+  create_16bit_ops();
 }
 
 bool is_initialized() {
@@ -51,7 +56,9 @@ std::pair<int, int> node_rank_and_size() {
 }
 
 void finalize() {
-  if (is_initialized()) MPI_Finalize();
+  if (!is_initialized()) return;
+  free_16bit_ops();
+  MPI_Finalize();
 }
 
 void abort(int code) {

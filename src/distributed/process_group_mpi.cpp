@@ -15,9 +15,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 
+#include "core/half.h"
 #include "tensor/cuda/copy_kernels.h"
 #include "distributed/mpi_check.h"
+#include "distributed/mpi_reduce_ops.h"
 #include "distributed/process_group_mpi.h"
 #include "util/trace.h"
 
@@ -32,14 +35,16 @@ MPI_Datatype mpi_datatype(DType dtype) {
     case DType::i64: return MPI_INT64_T;
     case DType::i32: return MPI_INT32_T;
     case DType::u8: return MPI_UINT8_T;
+    // No 16-bit float in MPI: the bytes travel as 16-bit integers, and reductions use
+    // Lockstep's own ops, which know what the bits mean (distributed/mpi_reduce_ops.h).
+    case DType::f16:
+    case DType::bf16: return MPI_UINT16_T;
     default:
       throw Error(detail::concat("the MPI backend cannot send ", dtype_name(dtype),
-                                 " tensors (it handles f32, f64, i64, i32 and u8; convert with .to(DType::f32))"));
+                                 " tensors (it handles f32, f64, f16, bf16, i64, i32 and u8; convert bool with ",
+                                 ".to(DType::u8))"));
   }
 }
-
-// ReduceOp::Avg is a sum followed by a division (MPI has no average).
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
 
 int mpi_count(const Tensor& t) {
   LOCKSTEP_CHECK(t.numel() <= INT_MAX, "the MPI backend sends at most ", INT_MAX, " elements per collective, got ",
@@ -47,14 +52,22 @@ int mpi_count(const Tensor& t) {
   return static_cast<int>(t.numel());
 }
 
+// p[i] /= n, computed in float for 16-bit elements (rounded to 16 bits once), else in T.
+template <class T>
+void divide_elements(const Tensor& t, int n) {
+  using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  T* p = t.data_ptr<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(static_cast<Compute>(p[i]) / static_cast<Compute>(n));
+}
+
 // Divides a floating CPU tensor's elements by `n`, in place, on the calling (worker) thread.
+// (ProcessGroup refuses ReduceOp::Avg for other dtypes before a collective starts.)
 void divide(const Tensor& t, int n) {
-  if (t.dtype() == DType::f32) {
-    float* p = t.data_ptr<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= static_cast<float>(n);
-  } else {
-    double* p = t.data_ptr<double>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] /= n;
+  switch (t.dtype()) {
+    case DType::f32: return divide_elements<float>(t, n);
+    case DType::f64: return divide_elements<double>(t, n);
+    case DType::f16: return divide_elements<Half>(t, n);
+    default: return divide_elements<BFloat16>(t, n);
   }
 }
 
@@ -136,11 +149,12 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
     HostView view = host_view(tensor, /*read=*/true, /*written=*/true);
     const MPI_Datatype type = mpi_datatype(tensor.dtype());
+    const MPI_Op reduce = mpi::reduce_op(tensor.dtype(), op);
     const int count = mpi_count(tensor);
     const Tensor host = view.host;
     return enqueue("all_reduce", tensor.nbytes(), {view}, [=] {
-      LOCKSTEP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op(op), comm_));
-      if (op == ReduceOp::Avg) divide(host, size());
+      LOCKSTEP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, reduce, comm_));
+      if (op == ReduceOp::Avg) divide(host, size());  // MPI has no average: the sum, divided
     });
   }
 
@@ -169,10 +183,11 @@ class ProcessGroupMPI : public ProcessGroup {
     HostView in = host_view(input, /*read=*/true, /*written=*/false);
     HostView out = host_view(output, /*read=*/false, /*written=*/true);
     const MPI_Datatype type = mpi_datatype(input.dtype());
+    const MPI_Op reduce = mpi::reduce_op(input.dtype(), op);
     const int count = mpi_count(output);
     const Tensor send = in.host, receive = out.host;
     return enqueue("reduce_scatter", input.nbytes(), {in, out}, [=] {
-      LOCKSTEP_MPI_CHECK(MPI_Reduce_scatter_block(send.data(), receive.data(), count, type, mpi_op(op), comm_));
+      LOCKSTEP_MPI_CHECK(MPI_Reduce_scatter_block(send.data(), receive.data(), count, type, reduce, comm_));
       if (op == ReduceOp::Avg) divide(receive, size());
     });
   }

@@ -18,7 +18,9 @@ namespace mpi {
 
 /// Starts MPI once per process (MPI_Init_thread, asking for MPI_THREAD_SERIALIZED: one thread at
 /// a time calls MPI, here each process group's worker thread). Started without `mpirun`, MPI
-/// runs as a world of one. Calling it again does nothing.
+/// runs as a world of one. Then creates the reduction ops for f16 and bf16, which MPI lacks
+/// (distributed/mpi_reduce_ops.h), also if MPI was started by someone else. Calling it again
+/// does nothing.
 void initialize();
 /// Whether initialize() has run and finalize() has not.
 bool is_initialized();
@@ -27,7 +29,8 @@ std::pair<int, int> world_rank_and_size();
 /// This process's rank among the ranks on its own machine, and how many there are (from the
 /// ranks that share memory with it, so it is right under any launcher).
 std::pair<int, int> node_rank_and_size();
-/// Shuts MPI down (MPI_Finalize): every rank must call it, after its last collective.
+/// Frees the 16-bit reduction ops and shuts MPI down (MPI_Finalize): every rank must call it,
+/// after its last collective.
 void finalize();
 /// Ends every rank of the job at once with exit status `code` (MPI_Abort). A rank that fails
 /// alone must call this: leaving quietly would leave the others waiting in their next
@@ -39,7 +42,9 @@ void finalize();
 /// A process group over all ranks of MPI_COMM_WORLD (a duplicate of it, so that its messages
 /// never mix with anyone else's). One worker thread per group runs the collectives in the order
 /// they were started, which is what lets `_async` calls overlap with the caller's work.
-/// Supports f32, f64, i64, i32 and u8 tensors on the CPU or (staged) on a GPU.
+/// Supports f32, f64, f16, bf16, i64, i32 and u8 tensors on the CPU or (staged) on a GPU. MPI
+/// has no 16-bit float: f16 and bf16 travel as their bytes, half those of f32, and their sums
+/// and maxima are computed in float and rounded to 16 bits once per pair of partial results.
 std::shared_ptr<ProcessGroup> make_mpi_process_group();
 
 }  // namespace lockstep
