@@ -46,6 +46,16 @@ void check_same_parameters(ProcessGroup& group, const std::vector<std::pair<std:
   }
 }
 
+// Buckets sent in f32 by one rank and in 16 bits by another would pair up messages of
+// different sizes: an error, garbage or a hang in the first backward.
+void check_same_comm_hook(ProcessGroup& group, CommHook hook, Device device) {
+  const std::optional<Disagreement> differ = find_disagreement(group, {static_cast<uint64_t>(hook)}, device);
+  LOCKSTEP_CHECK(!differ, "DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
+                 differ ? comm_hook_name(static_cast<CommHook>(differ->values[0])) : "", ", rank(s) ",
+                 differ ? rank_list(differ->ranks) : "", " a different one (this rank uses ", comm_hook_name(hook),
+                 "); every rank must pass the same DistributedDataParallelOptions::comm_hook");
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
@@ -60,8 +70,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
   const Device device = module_device(*module_);
 
-  // 1. Same model everywhere?
+  // 1. Same model everywhere, and the same dtype on the wire?
   check_same_parameters(group_, params, device);
+  check_same_comm_hook(group_, options_.comm_hook(), device);
 
   // 2. Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
   //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)
@@ -77,7 +88,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                            .first_bucket_bytes(static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB))
                                            .bucket_bytes(static_cast<int64_t>(options_.bucket_cap_mb() * kMiB))
                                            .find_unused_parameters(options_.find_unused_parameters())
-                                           .gradient_as_bucket_view(options_.gradient_as_bucket_view()));
+                                           .gradient_as_bucket_view(options_.gradient_as_bucket_view())
+                                           .comm_hook(options_.comm_hook()));
 }
 
 void DistributedDataParallel::sync_buffers() {

@@ -44,6 +44,12 @@ class DistributedDataParallelOptions {
   /// `zero_grad(false)` backward accumulates straight into the bucket, so nothing is copied in
   /// either. The cost: a gradient tensor kept from one step is overwritten by the next.
   DistributedDataParallelOptions& gradient_as_bucket_view(bool value) { grad_as_view_ = value; return *this; }
+  /// The communication hook, PyTorch's `ddp.register_comm_hook(None, fp16_compress_hook)` or
+  /// `bf16_compress_hook` (default CommHook::none: buckets travel in their own dtype). A
+  /// compression hook sends every bucket in 16 bits, halving the bytes of each all-reduce, for
+  /// gradients rounded to 16 bits; with f16, a gradient whose average exceeds 65504 arrives as
+  /// inf (see CommHook). Every rank must pass the same hook.
+  DistributedDataParallelOptions& comm_hook(CommHook value) { comm_hook_ = value; return *this; }
   /// Whether buffers are broadcast every forward.
   bool broadcast_buffers() const { return broadcast_buffers_; }
   /// Whether unused parameters are allowed.
@@ -54,6 +60,8 @@ class DistributedDataParallelOptions {
   double first_bucket_cap_mb() const { return first_bucket_cap_mb_; }
   /// Whether gradients are views of the buckets.
   bool gradient_as_bucket_view() const { return grad_as_view_; }
+  /// The communication hook.
+  CommHook comm_hook() const { return comm_hook_; }
 
  private:
   bool broadcast_buffers_ = true;
@@ -62,6 +70,7 @@ class DistributedDataParallelOptions {
   double bucket_cap_mb_ = static_cast<double>(ReducerOptions().bucket_bytes()) / (1 << 20);
   double first_bucket_cap_mb_ = static_cast<double>(ReducerOptions().first_bucket_bytes()) / (1 << 20);
   bool grad_as_view_ = false;
+  CommHook comm_hook_ = CommHook::none;
 };
 
 /// Wraps `module` so that its gradients are averaged across the ranks of a process group. The
@@ -72,8 +81,9 @@ class DistributedDataParallelOptions {
 class DistributedDataParallel : public Module {
  public:
   /// Checks that every rank's module has parameters of the same names order, shapes and dtypes
-  /// (a clear error naming the first that differs), then copies rank 0's parameters and buffers
-  /// to every rank, and sets up the buckets. Collective: every rank of `group` calls it.
+  /// and that every rank chose the same communication hook (a clear error naming the first
+  /// that differs), then copies rank 0's parameters and buffers to every rank, and sets up the
+  /// buckets. Collective: every rank of `group` calls it.
   explicit DistributedDataParallel(std::shared_ptr<Module> module,
                                    const DistributedDataParallelOptions& options = DistributedDataParallelOptions(),
                                    ProcessGroup& group = default_process_group());

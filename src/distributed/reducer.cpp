@@ -12,9 +12,22 @@ struct Reducer::Bucket {
   std::vector<size_t> members;   // parameter indices, in the order gradients are expected
   std::vector<int64_t> offsets;  // where each member's gradient starts in `flat`, in elements
   Tensor flat;                   // flat: (total elements,) one dtype, one device
+  Tensor compressed;             // flat in 16 bits, what a compression hook sends; else undefined
   size_t pending = 0;            // members still without a gradient in this backward
   std::shared_ptr<Work> work;    // the all-reduce, once started
+
+  // What the all-reduce sends: the flat buffer itself, or its 16-bit copy.
+  const Tensor& sent() const { return compressed.defined() ? compressed : flat; }
 };
+
+std::string comm_hook_name(CommHook hook) {
+  switch (hook) {
+    case CommHook::none: return "allreduce_hook";
+    case CommHook::fp16_compress: return "fp16_compress_hook";
+    case CommHook::bf16_compress: return "bf16_compress_hook";
+  }
+  return "an unknown hook";
+}
 
 namespace {
 // The slice of a bucket's flat buffer that holds member `position`'s gradient, shaped like it.
@@ -69,6 +82,10 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     }
     const Tensor& first = params_[members.front()].second;
     bucket.flat = zeros({total}, first.options());
+    if (options.comm_hook() != CommHook::none) {
+      const DType wire = options.comm_hook() == CommHook::fp16_compress ? DType::f16 : DType::bf16;
+      bucket.compressed = zeros({total}, first.options().dtype(wire));
+    }
     bucket.members = std::move(members);
     buckets_.push_back(std::move(bucket));
   }
@@ -113,6 +130,7 @@ std::vector<BucketSummary> Reducer::buckets() const {
     BucketSummary summary;
     for (size_t i : bucket.members) summary.names.push_back(params_[i].first);
     summary.bytes = bucket.flat.nbytes();
+    summary.comm_bytes = bucket.sent().nbytes();
     out.push_back(std::move(summary));
   }
   return out;
@@ -144,7 +162,12 @@ void Reducer::launch_ready_buckets() {
     Bucket& bucket = buckets_[next_bucket_++];
     // Divide, then sum: the average, without the sum of many ranks growing large first.
     bucket.flat.mul_(1.0 / group_.size());
-    bucket.work = group_.all_reduce_async(bucket.flat, ReduceOp::Sum);
+    // A compression hook rounds each share to 16 bits. (PyTorch's hooks cast first and divide
+    // in 16 bits; dividing first rounds once fewer, and f16 overflows only where a share or a
+    // partial sum of the shares does, not already where one rank's gradient does.) inf and NaN
+    // stay inf and NaN.
+    if (bucket.compressed.defined()) bucket.compressed.copy_(bucket.flat);
+    bucket.work = group_.all_reduce_async(bucket.sent(), ReduceOp::Sum);
   }
 }
 //! [bucket ready]
@@ -205,6 +228,7 @@ void Reducer::finalize_backward() {
       bucket.work->wait();
     }
     bucket.work.reset();
+    if (bucket.compressed.defined()) bucket.flat.copy_(bucket.compressed);  // exact: 16 bits fit in f32
     const RecordFunction span("DDP: copy averages into grad", "ddp");
     for (size_t position = 0; position < bucket.members.size(); ++position) {
       const size_t i = bucket.members[position];
