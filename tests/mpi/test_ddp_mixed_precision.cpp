@@ -1,8 +1,9 @@
 // Mixed precision under DistributedDataParallel: the compression hooks (gradients sent in f16 or
-// bf16).
+// bf16) and GradScaler, whose skipped steps every rank must agree on.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,62 @@ TEST(CompressHooksErrors, RanksThatChooseDifferentHooksAreTold) {
                      "the ranks chose different communication hooks: rank 0 uses allreduce_hook, rank(s) 1 a "
                      "different one");
 }
+
+// ---- GradScaler under DDP ----------------------------------------------------------------------
+
+class AmpUnderDdp : public testing::TestWithParam<CommHook> {};
+
+// Rank 1 alone writes an inf into one element of one gradient, after backward accumulated it and
+// before DDP's all-reduce. The all-reduce carries it to every rank, so every rank's GradScaler
+// finds it: all skip that step, keep their parameters and halve their scale, and the next clean
+// step steps everywhere. Parameters and scales stay identical across ranks throughout.
+TEST_P(AmpUnderDdp, AnInfOnOneRankMakesEveryRankSkipTheStep) {
+  const int rank = group().rank(), world = group().size();
+  manual_seed(41 + rank);
+  std::shared_ptr<Module> model = make_model("mlp");
+  const int inf_step = 1;
+  int step = 0;
+  // Registered before DDP's own hook on this parameter, so called before it copies the
+  // gradient into its bucket.
+  model->parameters().front().register_post_accumulate_grad_hook([&](const Tensor& p) {
+    if (rank == 1 && step == inf_step) {
+      p.grad().view({p.grad().numel()}).slice(0, 5, 6).fill_(std::numeric_limits<double>::infinity());
+    }
+  });
+  DistributedDataParallel ddp(model, options(GetParam()));
+  SGD opt(ddp.parameters(), SGDOptions(0.05).momentum(0.9));
+  // Below the default 65536, so that f16-compressed scaled gradients stay finite on clean steps.
+  const double init_scale = 1024;
+  GradScaler scaler(GradScalerOptions().init_scale(init_scale));
+  for (step = 0; step < 3; ++step) {
+    const Batch b = make_batch(8, 3000 + step * world + rank);
+    opt.zero_grad();
+    scaler.scale(cross_entropy(ddp(b.x), b.y)).backward();
+    std::vector<Tensor> before;
+    for (const Tensor& p : model->parameters()) before.push_back(p.detach().clone());
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+
+    const bool clean = step != inf_step;
+    for (const std::vector<double>& r : gather_from_all(full({1}, stepped ? 1.0 : 0.0))) {
+      EXPECT_EQ(r[0], clean ? 1.0 : 0.0) << "step " << step << ": every rank " << (clean ? "steps" : "skips");
+    }
+    const Tensor scale = full({1}, scaler.get_scale(), TensorOptions().dtype(DType::f64));
+    for (const std::vector<double>& r : gather_from_all(scale)) {
+      EXPECT_EQ(r[0], step < inf_step ? init_scale : init_scale / 2) << "step " << step << ": the scale";
+    }
+    const auto params = model->named_parameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      test::expect_same_on_every_rank(params[k].second, params[k].first + " after step " + std::to_string(step));
+      const bool unchanged = params[k].second.to_vector<double>() == before[k].to_vector<double>();
+      EXPECT_EQ(unchanged, !clean) << params[k].first << " after step " << step;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hooks, AmpUnderDdp,
+                         testing::Values(CommHook::none, CommHook::fp16_compress, CommHook::bf16_compress),
+                         hook_test_name);
 
 }  // namespace
 }  // namespace lockstep
