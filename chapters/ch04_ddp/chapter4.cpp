@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/device_choice.h"
+#include "common/distributed_evaluation.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
@@ -37,48 +38,6 @@ struct Options {
   std::string trace;
   std::string metrics;
 };
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-//! [evaluate]
-// Test accuracy over the whole test set, computed by all ranks together: each evaluates its own
-// shard, then three sums (correct, count, loss) are all-reduced, so every rank reports the same
-// number. With shuffle off the shards are fixed; when the set does not divide evenly the
-// sampler repeats a few samples (padding), and those are counted twice, as in PyTorch.
-struct Evaluation {
-  double accuracy = 0.0;        // all-reduced: the same on every rank
-  double loss = 0.0;            // all-reduced mean loss
-  double count = 0.0;           // images counted over all ranks (padding included)
-  double shard_accuracy = 0.0;  // this rank's shard alone: differs between ranks
-};
-
-Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_set, ProcessGroup& group, Device device) {
-  const RecordFunction span("evaluate", "eval");  // a span on the timeline of --trace
-  model.eval();
-  NoGradGuard no_grad;
-  auto shard = std::make_shared<DistributedSampler>(test_set->size(), group.size(), group.rank(),
-                                                    DistributedSamplerOptions().shuffle(false));
-  DataLoader loader(test_set, DataLoaderOptions(1000).sampler(shard).pin_memory(device.is_cuda()));
-  // totals: (correct, count, loss_sum), kept on the device until the end.
-  const Tensor totals = zeros({3}, TensorOptions().dtype(DType::f64).device(device));
-  for (const Batch& batch : loader) {
-    const Tensor inputs = batch.inputs.to(device, true), targets = batch.targets.to(device, true);
-    const Tensor logits = model(inputs);  // logits: (B, 10)
-    const double n = static_cast<double>(targets.numel());
-    totals.select(0, 0).add_(sum(eq(argmax(logits, 1), targets).to(DType::f64)));
-    totals.select(0, 1).add_(full({}, n, TensorOptions().dtype(DType::f64).device(device)));
-    totals.select(0, 2).add_(cross_entropy(logits, targets).to(DType::f64), n);  // mean * B
-  }
-  const std::vector<double> mine = totals.to(Device::cpu()).to_vector<double>();
-  group.all_reduce(totals, ReduceOp::Sum);
-  const std::vector<double> all = totals.to(Device::cpu()).to_vector<double>();
-  return {all[0] / all[1], all[2] / all[1], all[1], mine[0] / mine[1]};
-}
-//! [evaluate]
 
 int run(const Options& o) {
   //! [launch]
@@ -124,7 +83,7 @@ int run(const Options& o) {
   auto ddp = std::make_shared<DistributedDataParallel>(
       model, DistributedDataParallelOptions().bucket_cap_mb(o.bucket_cap_mb).first_bucket_cap_mb(o.first_bucket_cap_mb));
   const InSyncReport after = check_in_sync(ddp->module(), group);
-  print_rank0("after DDP:  " + (after.in_sync ? "in sync, checksum " + hex(after.checksum) : after.difference));
+  print_rank0("after DDP:  " + (after.in_sync ? "in sync, checksum " + checksum_hex(after.checksum) : after.difference));
   //! [broadcast]
 
   //! [buckets]
@@ -208,7 +167,7 @@ int run(const Options& o) {
     result = evaluate(ddp->module(), test_set, group, device);
     char line[200];
     std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images (own shard alone: %.4f)",
-                  epoch, hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy);
+                  epoch, checksum_hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy);
     log_rank(line);
     //! [check]
   }
