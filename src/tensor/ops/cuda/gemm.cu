@@ -13,6 +13,12 @@
 //
 // 2. A shared-memory tiled kernel, written for reading (tiled_gemm below). Each block
 //    of 256 threads computes a 64 x 64 tile of C; each thread 4 x 4 of its elements.
+//
+// 16-bit operands (f16, bf16) always go to cuBLAS, whatever the backend: cublasGemmStridedBatchedEx
+// with f16 or bf16 A and B, an f32 C and CUBLAS_COMPUTE_32F runs on the tensor cores, which
+// multiply 16-bit pairs exactly and add in f32, as cpu::gemm_16bit does. The tiled kernel,
+// which teaches blocking, has no tensor-core version. CPU reference: cpu::gemm_16bit
+// (src/tensor/ops/cpu/gemm_16bit.cpp).
 #include "tensor/ops/cuda/gemm.h"
 
 #include <algorithm>
@@ -32,16 +38,18 @@ namespace lockstep::cuda {
 
 namespace {
 
-// One batched GEMM problem, as gemm_batched received it.
-template <class T>
+// One batched GEMM problem, as gemm_batched received it: operands A and B of element type T,
+// and C, alpha and beta of type Acc, which is T itself for f32 and f64 and float for the
+// 16-bit types (their products are summed, and stored, in f32).
+template <class T, class Acc = T>
 struct GemmProblem {
   int64_t batch, M, N, K;
-  T alpha, beta;
+  Acc alpha, beta;
   const T* A;
   int64_t a_batch, a_row, a_col;
   const T* B;
   int64_t b_batch, b_row, b_col;
-  T* C;
+  Acc* C;
   int64_t c_batch, c_row;
 };
 
@@ -69,13 +77,13 @@ std::atomic<GemmBackend>& backend_setting() {
 
 // C_p = beta * C_p for every product: the whole answer when K == 0 or alpha == 0. beta == 0
 // writes zeros without reading C, which may hold NaN. One thread per element of C.
-template <class T>
-__global__ void scale_output(GemmProblem<T> g) {
+template <class T, class Acc>
+__global__ void scale_output(GemmProblem<T, Acc> g) {
   const int64_t total = g.batch * g.M * g.N;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(blockDim.x) * gridDim.x) {
     const int64_t p = e / (g.M * g.N), i = e / g.N % g.M, j = e % g.N;
-    T* c = g.C + p * g.c_batch + i * g.c_row + j;
-    *c = g.beta == T(0) ? T(0) : g.beta * *c;
+    Acc* c = g.C + p * g.c_batch + i * g.c_row + j;
+    *c = g.beta == Acc(0) ? Acc(0) : g.beta * *c;
   }
 }
 
@@ -142,16 +150,18 @@ std::optional<CublasOperand> as_cublas_operand(int64_t rows, int64_t cols, int64
 
 // Makes an operand readable by cuBLAS: if as_cublas_operand refuses its strides, copies it into
 // `buffer` (contiguous, row-major) and points the operand there. A batch stride of 0 (one matrix
-// for every product) stays 0 and only that matrix is copied.
+// for every product) stays 0 and only that matrix is copied. A 16-bit element is moved as the
+// device type with its bits (launch.cuh's device_type_t).
 template <class T>
 void make_readable(Device device, int64_t batch, int64_t rows, int64_t cols, const T*& data, int64_t& batch_stride,
                    int64_t& rs, int64_t& cs, Tensor& buffer) {
   if (as_cublas_operand(rows, cols, rs, cs)) return;
+  using D = device_type_t<T>;
   const int64_t copies = batch_stride == 0 ? 1 : batch;
   buffer = empty({copies, rows, cols}, TensorOptions().dtype(dtype_of<T>::value).device(device));
   T* packed = buffer.data_ptr<T>();
-  pack_operand<T><<<grid_size(copies * rows * cols), kBlockSize, 0, stream_for(device)>>>(
-      data, batch_stride, rs, cs, copies, rows, cols, packed);
+  pack_operand<D><<<grid_size(copies * rows * cols), kBlockSize, 0, stream_for(device)>>>(
+      reinterpret_cast<const D*>(data), batch_stride, rs, cs, copies, rows, cols, reinterpret_cast<D*>(packed));
   LOCKSTEP_CUDA_CHECK_LAUNCH();
   data = packed;
   batch_stride = batch_stride == 0 ? 0 : rows * cols;
@@ -166,8 +176,15 @@ int to_cublas_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
+// cuBLAS's name for a 16-bit element type.
 template <class T>
-void cublas_gemm(Device device, GemmProblem<T> g) {
+constexpr cudaDataType_t cublas_data_type() {
+  static_assert(std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, "only the 16-bit types go to cublasGemmEx");
+  return std::is_same_v<T, Half> ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+template <class T, class Acc>
+void cublas_gemm(Device device, GemmProblem<T, Acc> g) {
   // Copies of operands cuBLAS cannot read as they are; they live until the GEMM is queued, and
   // the caching allocator hands their memory out again only to work queued after it.
   Tensor a_buffer, b_buffer;
@@ -191,9 +208,18 @@ void cublas_gemm(Device device, GemmProblem<T> g) {
   if constexpr (std::is_same_v<T, float>) {
     LOCKSTEP_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, b.op, a.op, m, n, k, &g.alpha, g.B, lda, g.b_batch, g.A,
                                                     ldb, g.a_batch, &g.beta, g.C, ldc_int, g.c_batch, batch));
-  } else {
+  } else if constexpr (std::is_same_v<T, double>) {
     LOCKSTEP_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, b.op, a.op, m, n, k, &g.alpha, g.B, lda, g.b_batch, g.A,
                                                     ldb, g.a_batch, &g.beta, g.C, ldc_int, g.c_batch, batch));
+  } else {
+    // 16-bit A and B, f32 C, alpha and beta, f32 sums: the tensor cores' mixed-precision GEMM.
+    // CUBLAS_GEMM_DEFAULT lets cuBLAS pick a tensor-core algorithm (the _TENSOR_OP variants
+    // are deprecated aliases of it).
+    static_assert(std::is_same_v<Acc, float>, "16-bit operands give an f32 result");
+    LOCKSTEP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle, b.op, a.op, m, n, k, &g.alpha, g.B, cublas_data_type<T>(), lda, g.b_batch, g.A,
+        cublas_data_type<T>(), ldb, g.a_batch, &g.beta, g.C, CUDA_R_32F, ldc_int, g.c_batch, batch,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 }
 
@@ -314,10 +340,10 @@ void tiled_gemm(Device device, const GemmProblem<T>& g) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The entry point shared by all four public functions.
+// The entry point shared by all the public functions.
 
-template <class T>
-void run_gemm(Device device, const GemmProblem<T>& g) {
+template <class T, class Acc = T>
+void run_gemm(Device device, const GemmProblem<T, Acc>& g) {
   LOCKSTEP_CHECK(g.batch >= 0 && g.M >= 0 && g.N >= 0 && g.K >= 0, "cuda::gemm: sizes must be non-negative, got batch ",
                  g.batch, ", M ", g.M, ", N ", g.N, ", K ", g.K);
   LOCKSTEP_CHECK(g.M <= 1 || g.c_row >= g.N, "cuda::gemm: C's row stride ", g.c_row,
@@ -325,16 +351,18 @@ void run_gemm(Device device, const GemmProblem<T>& g) {
   // An empty C: nothing to compute.
   if (g.batch == 0 || g.M == 0 || g.N == 0) return;
   // No products to add (K == 0, or alpha == 0): only beta scales C, and A and B are not read.
-  if (g.K == 0 || g.alpha == T(0)) {
-    scale_output<T><<<grid_size(g.batch * g.M * g.N), kBlockSize, 0, stream_for(device)>>>(g);
+  if (g.K == 0 || g.alpha == Acc(0)) {
+    scale_output<T, Acc><<<grid_size(g.batch * g.M * g.N), kBlockSize, 0, stream_for(device)>>>(g);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
     return;
   }
-  if (gemm_backend() == GemmBackend::Tiled) {
-    tiled_gemm(device, g);
-  } else {
-    cublas_gemm(device, g);
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (gemm_backend() == GemmBackend::Tiled) {
+      tiled_gemm(device, g);
+      return;
+    }
   }
+  cublas_gemm(device, g);
 }
 
 }  // namespace
@@ -371,6 +399,37 @@ void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, double alpha, 
                   int64_t c_batch_stride, int64_t c_row_stride) {
   run_gemm<double>(current_device(), {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride, B,
                             b_batch_stride, b_row_stride, b_col_stride, C, c_batch_stride, c_row_stride});
+}
+
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_row_stride,
+          int64_t a_col_stride, const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+          int64_t c_row_stride) {
+  run_gemm<BFloat16, float>(current_device(), {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0,
+                                               b_row_stride, b_col_stride, C, 0, c_row_stride});
+}
+
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Half* A, int64_t a_row_stride, int64_t a_col_stride,
+          const Half* B, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C, int64_t c_row_stride) {
+  run_gemm<Half, float>(current_device(), {1, M, N, K, alpha, beta, A, 0, a_row_stride, a_col_stride, B, 0,
+                                           b_row_stride, b_col_stride, C, 0, c_row_stride});
+}
+
+void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                  int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
+                  int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+                  int64_t c_batch_stride, int64_t c_row_stride) {
+  run_gemm<BFloat16, float>(current_device(), {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride,
+                                               a_col_stride, B, b_batch_stride, b_row_stride, b_col_stride, C,
+                                               c_batch_stride, c_row_stride});
+}
+
+void gemm_batched(int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const Half* A,
+                  int64_t a_batch_stride, int64_t a_row_stride, int64_t a_col_stride, const Half* B,
+                  int64_t b_batch_stride, int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
+                  int64_t c_batch_stride, int64_t c_row_stride) {
+  run_gemm<Half, float>(current_device(), {batch, M, N, K, alpha, beta, A, a_batch_stride, a_row_stride, a_col_stride,
+                                           B, b_batch_stride, b_row_stride, b_col_stride, C, c_batch_stride,
+                                           c_row_stride});
 }
 
 }  // namespace lockstep::cuda
