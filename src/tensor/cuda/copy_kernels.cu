@@ -1,10 +1,12 @@
 // The CUDA versions of the building blocks in tensor/copy.cpp (their CPU reference):
 //   copy_kernel   dst[i] = convert(src[i])    any layouts, src broadcast to dst, any dtypes
 //   fill_kernel   dst[i] = value
-//   axpy_kernel   dst[i] += alpha * src[i]    floating, src broadcast to dst
-//   scale_kernel  dst[i] *= value             floating
+//   axpy_kernel   dst[i] += alpha * src[i]    floating (f16 and bf16 too), src broadcast to dst
+//   scale_kernel  dst[i] *= value             floating (f16 and bf16 too)
 // One thread per element of dst in a grid-stride loop; StridedOffsets turns the thread's
-// row-major position into each operand's memory offset, so views need no copies.
+// row-major position into each operand's memory offset, so views need no copies. axpy and
+// scale compute in C = device_opmath_t<T>: a 16-bit element is widened to float, updated with a
+// float alpha or value, and rounded once, as the CPU kernels do (tensor/cpu/copy_kernels.cpp).
 #include "tensor/cuda/launch.cuh"
 #include "tensor/copy.h"
 #include "tensor/cuda/copy_kernels.h"
@@ -32,21 +34,21 @@ __global__ void fill_elements(int64_t n, StridedOffsets<1> walk, T* out, T value
   }
 }
 
-template <class T>
-__global__ void axpy_elements(int64_t n, StridedOffsets<2> walk, T* out, const T* in, T alpha) {
+template <class T, class C = device_opmath_t<T>>
+__global__ void axpy_elements(int64_t n, StridedOffsets<2> walk, T* out, const T* in, C alpha) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t at[2];
     walk.at(i, at);
-    out[at[0]] += alpha * in[at[1]];
+    out[at[0]] = convert<T>(convert<C>(out[at[0]]) + alpha * convert<C>(in[at[1]]));
   }
 }
 
-template <class T>
-__global__ void scale_elements(int64_t n, StridedOffsets<1> walk, T* out, T value) {
+template <class T, class C = device_opmath_t<T>>
+__global__ void scale_elements(int64_t n, StridedOffsets<1> walk, T* out, C value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t at[1];
     walk.at(i, at);
-    out[at[0]] *= value;
+    out[at[0]] = convert<T>(convert<C>(out[at[0]]) * value);
   }
 }
 
@@ -91,10 +93,11 @@ void axpy_kernel(double alpha, const Tensor& src, const Tensor& dst) {
   if (n == 0) return;
   const auto walk = make_strided_offsets<2>("add_", dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape(), "add_")},
                                             {dst.offset(), src.offset()});
-  dispatch_floating(dst.dtype(), "add_", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(dst.dtype(), "add_", [&](auto tag) {
+    using T = device_of<decltype(tag)>;
     axpy_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(dst.device())>>>(
-        n, walk, static_cast<T*>(dst.storage()->data()), static_cast<const T*>(src.storage()->data()), static_cast<T>(alpha));
+        n, walk, static_cast<T*>(dst.storage()->data()), static_cast<const T*>(src.storage()->data()),
+        static_cast<device_opmath_t<T>>(alpha));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -103,10 +106,10 @@ void scale_kernel(double value, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   const auto walk = make_strided_offsets<1>("mul_", dst.shape(), {dst.strides()}, {dst.offset()});
-  dispatch_floating(dst.dtype(), "mul_", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(dst.dtype(), "mul_", [&](auto tag) {
+    using T = device_of<decltype(tag)>;
     scale_elements<T><<<grid_size(n), kBlockSize, 0, stream_for(dst.device())>>>(
-        n, walk, static_cast<T*>(dst.storage()->data()), static_cast<T>(value));
+        n, walk, static_cast<T*>(dst.storage()->data()), static_cast<device_opmath_t<T>>(value));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }

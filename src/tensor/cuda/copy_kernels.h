@@ -17,9 +17,10 @@ namespace lockstep::cuda {
 LOCKSTEP_CUDA_FN(void copy_kernel(const Tensor& src, const Tensor& dst))
 /// dst[i] = value on a CUDA device.
 LOCKSTEP_CUDA_FN(void fill_kernel(const Tensor& dst, double value))
-/// dst[i] += alpha * src[i] on one CUDA device (floating, same dtype; src broadcasts).
+/// dst[i] += alpha * src[i] on one CUDA device (floating, same dtype; src broadcasts). A 16-bit
+/// dst is updated in float and rounded once.
 LOCKSTEP_CUDA_FN(void axpy_kernel(double alpha, const Tensor& src, const Tensor& dst))
-/// dst[i] *= value on a CUDA device (floating).
+/// dst[i] *= value on a CUDA device (floating; a 16-bit dst is scaled in float, rounded once).
 LOCKSTEP_CUDA_FN(void scale_kernel(double value, const Tensor& dst))
 /// Copies the bytes of contiguous `src` into contiguous `dst` (same dtype and numel) when at
 /// least one is on a GPU: host to device, device to host, or device to device. The copy is

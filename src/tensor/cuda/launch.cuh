@@ -36,6 +36,31 @@ template <> struct device_type<Half> { using type = __half; };
 template <> struct device_type<BFloat16> { using type = __nv_bfloat16; };
 template <class T> using device_type_t = typename device_type<T>::type;
 
+// The DType of device element type D: dtype_of, with __half and __nv_bfloat16 mapped back.
+template <class D> constexpr DType device_dtype_v = dtype_of<D>::value;
+template <> constexpr DType device_dtype_v<__half> = DType::f16;
+template <> constexpr DType device_dtype_v<__nv_bfloat16> = DType::bf16;
+
+// Whether D is one of the device's 16-bit floats.
+template <class D>
+constexpr bool is_16bit_float_v = std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>;
+
+// The type a kernel computes in for device element type D, as opmath_t (core/dispatch.h) is for
+// the host types: float for the 16-bit floats, which are widened on load and rounded once on
+// store; D itself otherwise.
+template <class D>
+using device_opmath_t = std::conditional_t<is_16bit_float_v<D>, float, D>;
+
+// The device pointer with the bits of a host pointer (Half* -> __half*, float* -> float*).
+template <class T>
+device_type_t<T>* device_ptr(T* p) {
+  return reinterpret_cast<device_type_t<T>*>(p);
+}
+template <class T>
+const device_type_t<T>* device_ptr(const T* p) {
+  return reinterpret_cast<const device_type_t<T>*>(p);
+}
+
 // A host value as the device type with the same bits (Half -> __half, float -> float), for
 // passing constants to kernels.
 template <class DeviceT, class HostT>
