@@ -15,11 +15,13 @@
 
 namespace lockstep::cuda {
 
-/// out = op(a, b) with broadcasting; a and b share a dtype (floating for arithmetic, any
-/// numeric dtype for comparisons, whose out is bool); `name` is the op's name for errors.
+/// out = op(a, b) with broadcasting; a and b share a dtype (floating for arithmetic, f16 and
+/// bf16 included, which are computed in float and rounded once; any numeric dtype for
+/// comparisons, whose out is bool); `name` is the op's name for errors.
 LOCKSTEP_CUDA_FN(void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
                                     const Tensor& out))
-/// out = op(a); a floating (any layout), out with a's shape and dtype; `name` as above.
+/// out = op(a); a floating (any layout; f16 and bf16 computed in float, rounded once), out with
+/// a's shape and dtype; `name` as above.
 LOCKSTEP_CUDA_FN(void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out))
 
 }  // namespace lockstep::cuda
