@@ -11,6 +11,8 @@
 //   position) candidate; a long row yields one winner per chunk, and a second pass picks
 //   among those winners.
 // The backward gives one thread to each element of grad_input, which writes the gradient or 0.
+// f16 and bf16 values are compared as floats (C = device_opmath_t<T>; widening is exact, so the
+// winner is the CPU's), and the maximum is stored back in the input's dtype, unchanged.
 #include <cstdint>
 
 #include "tensor/cuda/launch.cuh"
@@ -23,16 +25,16 @@ namespace lockstep::cuda {
 
 namespace {
 
-// A candidate maximum and its position along the reduced dimension; index -1 means "none yet"
-// (a thread whose share of a short row was empty).
-template <class T>
+// A candidate maximum, in the compute type C, and its position along the reduced dimension;
+// index -1 means "none yet" (a thread whose share of a short row was empty).
+template <class C>
 struct Best {
-  T value;
+  C value;
   int64_t index;
 };
 
-template <class T>
-__device__ __forceinline__ Best<T> shfl_down(Best<T> best, int delta) {
+template <class C>
+__device__ __forceinline__ Best<C> shfl_down(Best<C> best, int delta) {
   return {cuda::shfl_down(best.value, delta), cuda::shfl_down(best.index, delta)};
 }
 
@@ -40,8 +42,8 @@ __device__ __forceinline__ Best<T> shfl_down(Best<T> best, int delta) {
 // at the earlier position. Candidates from different threads arrive in no particular order,
 // so the position has to decide.
 struct Pick {
-  template <class T>
-  __device__ Best<T> operator()(Best<T> x, Best<T> y) const {
+  template <class C>
+  __device__ Best<C> operator()(Best<C> x, Best<C> y) const {
     if (y.index < 0) return x;
     if (x.index < 0) return y;
     if (max_beats(y.value, x.value)) return y;
@@ -55,6 +57,7 @@ struct Pick {
 // values[item], indices[item]: the winner of item (row, chunk) of `split`.
 template <int kGroup, class T>
 __global__ void max_rows(const T* x, const int64_t* positions, RowSplit split, T* values, int64_t* indices) {
+  using C = device_opmath_t<T>;
   const GroupItems<kGroup> group;
   for (int64_t item = group.first(); item < split.items(); item += group.stride()) {
     const int64_t row = item / split.chunks;
@@ -63,14 +66,14 @@ __global__ void max_rows(const T* x, const int64_t* positions, RowSplit split, T
     const int64_t base = row * split.row_len;
     // Each thread scans every kGroup-th element in increasing position, so a strict "beats"
     // keeps its earliest maximum; then the group picks among its threads' candidates.
-    Best<T> best{T(), -1};
+    Best<C> best{C(), -1};
     for (int64_t i = begin + group.lane(); i < end; i += kGroup) {
-      const T value = x[base + i];
+      const C value = convert<C>(x[base + i]);
       if (best.index < 0 || max_beats(value, best.value)) best = {value, positions ? positions[base + i] : i};
     }
-    best = group_reduce<kGroup>(best, Best<T>{T(), -1}, Pick{});
+    best = group_reduce<kGroup>(best, Best<C>{C(), -1}, Pick{});
     if (group.lane() == 0) {
-      values[item] = best.value;
+      values[item] = convert<T>(best.value);
       indices[item] = best.index;
     }
   }
@@ -79,19 +82,20 @@ __global__ void max_rows(const T* x, const int64_t* positions, RowSplit split, T
 // x: (outer, n, inner) dense with inner > 1; thread k computes output k = (o, i).
 template <class T>
 __global__ void max_columns(const T* x, int64_t outer, int64_t n, int64_t inner, T* values, int64_t* indices) {
+  using C = device_opmath_t<T>;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < outer * inner;
        k += int64_t(gridDim.x) * blockDim.x) {
     const T* column = x + (k / inner) * n * inner + k % inner;
-    T best = column[0];
+    C best = convert<C>(column[0]);
     int64_t where = 0;
     for (int64_t j = 1; j < n; ++j) {
-      const T value = column[j * inner];
+      const C value = convert<C>(column[j * inner]);
       if (max_beats(value, best)) {
         best = value;
         where = j;
       }
     }
-    values[k] = best;
+    values[k] = convert<T>(best);
     indices[k] = where;
   }
 }
@@ -103,7 +107,7 @@ __global__ void max_backward(int64_t total, int64_t n, int64_t inner, const T* g
     // k = (o * n + j) * inner + i.
     const int64_t i = k % inner, j = (k / inner) % n, o = k / inner / n;
     const int64_t out = o * inner + i;
-    grad_input[k] = where[out] == j ? grad[out] : T(0);
+    grad_input[k] = where[out] == j ? grad[out] : convert<T>(0);
   }
 }
 
@@ -119,9 +123,9 @@ void max_rows_on(Device device, const T* x, const int64_t* positions, int64_t ro
   T* first_values = values;
   int64_t* first_indices = indices;
   if (split.chunks > 1) {
-    chunk_values = empty({split.items()}, TensorOptions().dtype(dtype_of<T>::value).device(device));
+    chunk_values = empty({split.items()}, TensorOptions().dtype(device_dtype_v<T>).device(device));
     chunk_indices = empty({split.items()}, TensorOptions().dtype(DType::i64).device(device));
-    first_values = chunk_values.data_ptr<T>();
+    first_values = static_cast<T*>(chunk_values.data());
     first_indices = chunk_indices.data_ptr<int64_t>();
   }
   launch_groups(split, [&](auto group, unsigned int blocks) {
@@ -147,16 +151,18 @@ struct AroundDim {
 void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor& indices) {
   const Tensor x = a.contiguous();
   const AroundDim s(x.shape(), dim);
-  dispatch_numeric(x.dtype(), "max", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_numeric_and_16bit(x.dtype(), "max", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using T = device_type_t<Host>;
     if (s.outer * s.inner == 0) return;
     if (s.inner == 1) {
-      max_rows_on<T>(values.device(), x.data_ptr<T>(), nullptr, s.outer, s.n, values.data_ptr<T>(),
-                     indices.data_ptr<int64_t>());
+      max_rows_on<T>(values.device(), device_ptr(x.data_ptr<Host>()), nullptr, s.outer, s.n,
+                     device_ptr(values.data_ptr<Host>()), indices.data_ptr<int64_t>());
       return;
     }
     max_columns<T><<<grid_size(s.outer * s.inner), kBlockSize, 0, stream_for(values.device())>>>(
-        x.data_ptr<T>(), s.outer, s.n, s.inner, values.data_ptr<T>(), indices.data_ptr<int64_t>());
+        device_ptr(x.data_ptr<Host>()), s.outer, s.n, s.inner, device_ptr(values.data_ptr<Host>()),
+        indices.data_ptr<int64_t>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -164,12 +170,13 @@ void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor
 void max_backward_kernel(const Tensor& grad, const Tensor& indices, int64_t dim, const Tensor& grad_input) {
   const Tensor g = grad.contiguous(), idx = indices.contiguous();
   const AroundDim s(grad_input.shape(), dim);
-  dispatch_floating(grad_input.dtype(), "max backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(grad_input.dtype(), "max backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     const int64_t total = grad_input.numel();
     if (total == 0) return;
-    max_backward<T><<<grid_size(total), kBlockSize, 0, stream_for(grad_input.device())>>>(
-        total, s.n, s.inner, g.data_ptr<T>(), idx.data_ptr<int64_t>(), grad_input.data_ptr<T>());
+    max_backward<<<grid_size(total), kBlockSize, 0, stream_for(grad_input.device())>>>(
+        total, s.n, s.inner, device_ptr(g.data_ptr<Host>()), idx.data_ptr<int64_t>(),
+        device_ptr(grad_input.data_ptr<Host>()));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }

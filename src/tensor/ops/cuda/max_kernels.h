@@ -18,12 +18,14 @@
 namespace lockstep::cuda {
 
 /// values[o, i] = max over j of a[o, j, i] and indices[o, i] = the first j where it occurs.
-/// `a` may have any layout and any numeric dtype; `values` (a's dtype) and `indices` (i64)
-/// are contiguous, outer * inner long. The reduced dimension must not be empty.
+/// `a` may have any layout and any numeric dtype, f16 and bf16 included; `values` (a's dtype)
+/// and `indices` (i64) are contiguous, outer * inner long. The reduced dimension must not be
+/// empty.
 LOCKSTEP_CUDA_FN(void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor& indices))
 
 /// The gradient of max(dim): grad_input is zero except grad_input[o, indices[o, i], i] =
-/// grad[o, i]. `grad_input` is contiguous and floating and its shape gives (outer, n, inner);
+/// grad[o, i]. `grad_input` is contiguous and floating (f16 and bf16 too; grad has its dtype)
+/// and its shape gives (outer, n, inner);
 /// `grad` and `indices` hold outer * inner elements in any layout.
 LOCKSTEP_CUDA_FN(void max_backward_kernel(const Tensor& grad, const Tensor& indices, int64_t dim,
                                           const Tensor& grad_input))

@@ -1,6 +1,7 @@
 // CUDA sum over a set of dimensions; its CPU reference is cpu::sum_kernel
-// (tensor/ops/cpu/reduce_kernels.cpp), whose accuracy it matches: floats accumulate in double,
-// integers and bools exactly in int64.
+// (tensor/ops/cpu/reduce_kernels.cpp), whose accuracy it matches: floats accumulate in double
+// (f16 and bf16 too, rounded to their dtype once at the end), integers and bools exactly in
+// int64.
 //   a: any shape and layout; reduce[d]: whether dimension d is summed
 //   out: (kept dimensions...), contiguous
 // The input is seen as x: (rows, row_len) = (kept dimensions..., reduced dimensions...),
@@ -79,13 +80,16 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
   for (int64_t d = 0; d < a.dim(); ++d) {
     if (reduce[d]) order.push_back(d), row_len *= a.shape()[d];
   }
-  dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    using Out = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+  dispatch_numeric_and_16bit(a.dtype(), "sum", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using T = device_type_t<Host>;  // __half for f16, __nv_bfloat16 for bf16
+    constexpr bool floating = std::is_floating_point_v<opmath_t<Host>>;
+    using Acc = std::conditional_t<floating, double, int64_t>;
+    using OutHost = std::conditional_t<floating, Host, int64_t>;
     if (rows == 0) return;
     const Tensor x = a.detach().permute(order).contiguous();
-    sum_rows_on<T, Acc, Out>(out.device(), x.data_ptr<T>(), rows, row_len, out.data_ptr<Out>());
+    sum_rows_on<T, Acc>(out.device(), device_ptr(x.data_ptr<Host>()), rows, row_len,
+                        device_ptr(out.data_ptr<OutHost>()));
   });
 }
 

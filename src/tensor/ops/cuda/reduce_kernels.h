@@ -16,7 +16,8 @@ namespace lockstep::cuda {
 
 /// out[kept index] = sum of `a` over the dimensions with reduce[d] true; `a` may have any
 /// layout, `out` is contiguous with the kept dimensions. Floats accumulate in double (as on
-/// the CPU) and the sum has a's dtype; integers and bools sum exactly into an i64 `out`.
+/// the CPU; f16 and bf16 too) and the sum has a's dtype, rounded to it once; integers and bools
+/// sum exactly into an i64 `out`.
 LOCKSTEP_CUDA_FN(void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& out))
 
 }  // namespace lockstep::cuda
