@@ -2,7 +2,9 @@
 // tensor/ops/cuda/loss_kernels.h). The CPU reference is tensor/ops/cpu/loss_kernels.cpp; as
 // there, cross entropy is log_softmax of each row (softmax_lines.cuh: one group of threads per
 // row) with the target's entry picked on the way, and every sum is accumulated in double. The
-// row losses are averaged by a second kernel on the GPU, with no trip to the CPU.
+// row losses are averaged by a second kernel on the GPU, with no trip to the CPU. f16 and bf16
+// logits, log-probabilities and gradients are read as floats (C = device_opmath_t<T>), every
+// step runs in float (double for the sums), and each stored value is rounded to T once.
 #include "tensor/ops/cuda/loss_kernels.h"
 
 #include <cmath>
@@ -22,22 +24,27 @@ __device__ bool class_in_range(int64_t target, int64_t classes) { return target 
 // Cross entropy's first half: log_probs = log_softmax of each row of the contiguous (N, C)
 // logits, one group per row, and row_loss[i] = -log_probs[i, target[i]] (NaN for a target
 // outside [0, C)), which the group's first thread computes from the row's max and
-// log-normaliser exactly as the stored log_probs entry was computed.
+// log-normaliser exactly as the stored log_probs entry was computed (for f16 and bf16 before
+// that entry was rounded to 16 bits, as on the CPU).
 template <int kThreads, class T>
 __global__ void cross_entropy_rows(const T* logits, const int64_t* target, int64_t target_stride, T* log_probs,
                                    double* row_loss, int64_t rows, int64_t classes) {
+  using C = device_opmath_t<T>;
   using Loop = LineLoop<kThreads>;
   const int rank = Loop::rank();
   for (int64_t row = Loop::first(); row < rows; row += Loop::step()) {
     const T* x = logits + row * classes;
     T* lp = log_probs + row * classes;
-    const LineStats<T> st = line_stats<kThreads>(x, classes, 1, rank);
-    const T log_s = static_cast<T>(std::log(st.sum));
-    for (int64_t j = rank; j < classes; j += kThreads) lp[j] = log_softmax_value(x[j], st.max, log_s);
+    const LineStats<C> st = line_stats<kThreads>(x, classes, 1, rank);
+    const C log_s = static_cast<C>(std::log(st.sum));
+    for (int64_t j = rank; j < classes; j += kThreads) {
+      lp[j] = convert<T>(log_softmax_value(convert<C>(x[j]), st.max, log_s));
+    }
     if (rank == 0) {
       const int64_t t = target[row * target_stride];
-      row_loss[row] = class_in_range(t, classes) ? -static_cast<double>(log_softmax_value(x[t], st.max, log_s))
-                                                 : static_cast<double>(NAN);
+      row_loss[row] = class_in_range(t, classes)
+                          ? -static_cast<double>(log_softmax_value(convert<C>(x[t]), st.max, log_s))
+                          : static_cast<double>(NAN);
     }
   }
 }
@@ -59,7 +66,7 @@ struct PickedRowLoss {
   int64_t classes;
   __device__ double operator()(int64_t i) const {
     const int64_t t = target[i * target_stride];
-    return class_in_range(t, classes) ? -static_cast<double>(log_probs[i * row_stride + t * class_stride])
+    return class_in_range(t, classes) ? -convert<double>(log_probs[i * row_stride + t * class_stride])
                                       : static_cast<double>(NAN);
   }
 };
@@ -72,13 +79,14 @@ __global__ void mean_of_rows(RowLoss row_loss, int64_t rows, T* loss) {
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) sum += row_loss(i);
   sum = group_all_reduce<kBlockSize>(sum, Sum{});
-  if (threadIdx.x == 0) *loss = static_cast<T>(sum / static_cast<double>(rows));
+  if (threadIdx.x == 0) *loss = convert<T>(sum / static_cast<double>(rows));
 }
 
-// The scale grad / N both losses' gradients share, computed like the CPU's grad.item() / N.
-template <class T>
-__device__ T loss_grad_scale(const T* grad, int64_t rows) {
-  return static_cast<T>(static_cast<double>(*grad) / static_cast<double>(rows));
+// The scale grad / N both losses' gradients share, computed like the CPU's grad.item() / N, in
+// the compute type (float for a 16-bit grad).
+template <class T, class C = device_opmath_t<T>>
+__device__ C loss_grad_scale(const T* grad, int64_t rows) {
+  return static_cast<C>(convert<double>(*grad) / static_cast<double>(rows));
 }
 
 // grad_logits[i, j] = scale * (e^log_probs[i, j] - [j == target[i]]) with scale = grad / N;
@@ -86,15 +94,16 @@ __device__ T loss_grad_scale(const T* grad, int64_t rows) {
 template <class T>
 __global__ void cross_entropy_backward_elements(const T* grad, const T* log_probs, const int64_t* target,
                                                 int64_t target_stride, T* grad_logits, int64_t rows, int64_t classes) {
-  const T scale = loss_grad_scale(grad, rows);
+  using C = device_opmath_t<T>;
+  const C scale = loss_grad_scale(grad, rows);
   const int64_t total = rows * classes;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e / classes, j = e % classes;
     const int64_t t = target[i * target_stride];
-    T value = scale * std::exp(log_probs[e]);
+    C value = scale * std::exp(convert<C>(log_probs[e]));
     if (j == t) value -= scale;
-    grad_logits[e] = class_in_range(t, classes) ? value : static_cast<T>(NAN);
+    grad_logits[e] = convert<T>(class_in_range(t, classes) ? value : static_cast<C>(NAN));
   }
 }
 
@@ -102,13 +111,14 @@ __global__ void cross_entropy_backward_elements(const T* grad, const T* log_prob
 template <class T>
 __global__ void nll_loss_backward_elements(const T* grad, const int64_t* target, int64_t target_stride,
                                            T* grad_log_probs, int64_t rows, int64_t classes) {
-  const T scale = loss_grad_scale(grad, rows);
+  using C = device_opmath_t<T>;
+  const C scale = loss_grad_scale(grad, rows);
   const int64_t total = rows * classes;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e / classes, j = e % classes;
     const int64_t t = target[i * target_stride];
-    grad_log_probs[e] = !class_in_range(t, classes) ? static_cast<T>(NAN) : j == t ? -scale : T(0);
+    grad_log_probs[e] = convert<T>(!class_in_range(t, classes) ? static_cast<C>(NAN) : j == t ? -scale : C(0));
   }
 }
 
@@ -128,16 +138,16 @@ void cross_entropy_kernel(const Tensor& logits, const Tensor& target, const Tens
   const int64_t rows = x.size(0), classes = x.size(1);
   // One double per row: the row losses, added up by a second kernel (no trip to the CPU).
   const Tensor row_loss = empty({rows}, TensorOptions().dtype(DType::f64).device(device));
-  dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(x.dtype(), "cross_entropy", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     with_threads_per_line(classes, 1, [&](auto threads) {
       constexpr int kThreads = decltype(threads)::value;
-      cross_entropy_rows<kThreads, T><<<grid_size(rows, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize, 0,
-                                        stream>>>(x.data_ptr<T>(), target.data_ptr<int64_t>(), target.stride(0),
-                                                  log_probs.data_ptr<T>(), row_loss.data_ptr<double>(), rows, classes);
+      cross_entropy_rows<kThreads><<<grid_size(rows, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize, 0, stream>>>(
+          device_ptr(x.data_ptr<Host>()), target.data_ptr<int64_t>(), target.stride(0),
+          device_ptr(log_probs.data_ptr<Host>()), row_loss.data_ptr<double>(), rows, classes);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
-    launch_mean_of_rows(StoredRowLoss{row_loss.data_ptr<double>()}, rows, loss.data_ptr<T>(), stream);
+    launch_mean_of_rows(StoredRowLoss{row_loss.data_ptr<double>()}, rows, device_ptr(loss.data_ptr<Host>()), stream);
   });
 }
 
@@ -146,11 +156,11 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
   const cudaStream_t stream = stream_for(grad_logits.device());
   const Tensor lp = log_probs.contiguous();
   const int64_t rows = lp.size(0), classes = lp.size(1);
-  dispatch_floating(lp.dtype(), "cross_entropy backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(lp.dtype(), "cross_entropy backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     cross_entropy_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
-        grad.data_ptr<T>(), lp.data_ptr<T>(), target.data_ptr<int64_t>(), target.stride(0), grad_logits.data_ptr<T>(),
-        rows, classes);
+        device_ptr(grad.data_ptr<Host>()), device_ptr(lp.data_ptr<Host>()), target.data_ptr<int64_t>(),
+        target.stride(0), device_ptr(grad_logits.data_ptr<Host>()), rows, classes);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -158,22 +168,24 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
 void nll_loss_kernel(const Tensor& log_probs, const Tensor& target, const Tensor& loss) {
   const cudaStream_t stream = stream_for(loss.device());
   const int64_t rows = log_probs.size(0), classes = log_probs.size(1);
-  dispatch_floating(log_probs.dtype(), "nll_loss", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(log_probs.dtype(), "nll_loss", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using T = device_type_t<Host>;
     // Only one entry per row is read, so log_probs is read in place, whatever its layout.
-    const PickedRowLoss<T> row_loss{log_probs.data_ptr<T>(), log_probs.stride(0), log_probs.stride(1),
+    const PickedRowLoss<T> row_loss{device_ptr(log_probs.data_ptr<Host>()), log_probs.stride(0), log_probs.stride(1),
                                     target.data_ptr<int64_t>(), target.stride(0), classes};
-    launch_mean_of_rows(row_loss, rows, loss.data_ptr<T>(), stream);
+    launch_mean_of_rows(row_loss, rows, device_ptr(loss.data_ptr<Host>()), stream);
   });
 }
 
 void nll_loss_backward_kernel(const Tensor& grad, const Tensor& target, const Tensor& grad_log_probs) {
   const cudaStream_t stream = stream_for(grad_log_probs.device());
   const int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1);
-  dispatch_floating(grad_log_probs.dtype(), "nll_loss backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(grad_log_probs.dtype(), "nll_loss backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     nll_loss_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
-        grad.data_ptr<T>(), target.data_ptr<int64_t>(), target.stride(0), grad_log_probs.data_ptr<T>(), rows, classes);
+        device_ptr(grad.data_ptr<Host>()), target.data_ptr<int64_t>(), target.stride(0),
+        device_ptr(grad_log_probs.data_ptr<Host>()), rows, classes);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }

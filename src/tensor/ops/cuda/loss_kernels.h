@@ -22,6 +22,8 @@ namespace lockstep::cuda {
 /// Cross entropy with mean reduction, fused: log_probs = log_softmax(logits) along dim 1, and
 /// loss = mean over rows i of -log_probs[i, target[i]], reduced on the device. logits: (N, C)
 /// floating, any layout; target: (N) i64; log_probs: (N, C) contiguous; loss: 0-d, logits' dtype.
+/// For f16 and bf16 logits log_probs and loss are 16-bit too, and all arithmetic runs in float
+/// (the sums in double), each stored value rounded once.
 LOCKSTEP_CUDA_FN(void cross_entropy_kernel(const Tensor& logits, const Tensor& target,
                                            const Tensor& log_probs, const Tensor& loss))
 

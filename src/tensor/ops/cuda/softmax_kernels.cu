@@ -2,8 +2,9 @@
 // tensor/ops/cuda/softmax_kernels.h). The CPU reference is tensor/ops/cpu/softmax_kernels.cpp
 // (cpu::softmax_kernel and cpu::softmax_backward_kernel); the arithmetic is the same, step for
 // step, so the two agree to rounding: the max is subtracted before exponentiating, e^(x - m)
-// is computed in the element type, and every sum is accumulated in double. How threads share
-// the lines is described in softmax_lines.cuh.
+// is computed in the element type (in float for f16 and bf16, whose results are rounded once
+// when stored), and every sum is accumulated in double. How threads share the lines is
+// described in softmax_lines.cuh.
 #include "tensor/ops/cuda/softmax_kernels.h"
 
 #include <cmath>
@@ -20,21 +21,24 @@ namespace {
 // y = softmax(x) or log_softmax(x) along lines of the contiguous x; one group per line.
 template <int kThreads, class T>
 __global__ void softmax_lines(const T* x, T* y, Lines lines, bool log) {
+  using C = device_opmath_t<T>;
   using Loop = LineLoop<kThreads>;
   const int rank = Loop::rank();
   for (int64_t line = Loop::first(); line < lines.count; line += Loop::step()) {
     const int64_t start = lines.start(line), stride = lines.inner;
-    const LineStats<T> st = line_stats<kThreads>(x + start, lines.n, stride, rank);
+    const LineStats<C> st = line_stats<kThreads>(x + start, lines.n, stride, rank);
     // The elementwise pass: each thread writes the elements it scanned.
     if (log) {
-      const T log_s = static_cast<T>(std::log(st.sum));
+      const C log_s = static_cast<C>(std::log(st.sum));
       for (int64_t j = rank; j < lines.n; j += kThreads) {
-        y[start + j * stride] = log_softmax_value(x[start + j * stride], st.max, log_s);
+        const C value = convert<C>(x[start + j * stride]);
+        y[start + j * stride] = convert<T>(log_softmax_value(value, st.max, log_s));
       }
     } else {
-      const T inv_s = static_cast<T>(1.0 / st.sum);
+      const C inv_s = static_cast<C>(1.0 / st.sum);
       for (int64_t j = rank; j < lines.n; j += kThreads) {
-        y[start + j * stride] = std::exp(x[start + j * stride] - st.max) * inv_s;
+        const C value = convert<C>(x[start + j * stride]);
+        y[start + j * stride] = convert<T>(std::exp(value - st.max) * inv_s);
       }
     }
   }
@@ -45,6 +49,7 @@ __global__ void softmax_lines(const T* x, T* y, Lines lines, bool log) {
 //   log_softmax: dx = dy - e^y * sum(dy)
 template <int kThreads, class T>
 __global__ void softmax_backward_lines(const T* dy, const T* y, T* dx, Lines lines, bool log) {
+  using C = device_opmath_t<T>;
   using Loop = LineLoop<kThreads>;
   const int rank = Loop::rank();
   for (int64_t line = Loop::first(); line < lines.count; line += Loop::step()) {
@@ -53,12 +58,14 @@ __global__ void softmax_backward_lines(const T* dy, const T* y, T* dx, Lines lin
     double dot = 0.0;
     for (int64_t j = rank; j < lines.n; j += kThreads) {
       const int64_t k = start + j * stride;
-      dot += log ? static_cast<double>(dy[k]) : static_cast<double>(dy[k]) * y[k];
+      const C g = convert<C>(dy[k]), out = convert<C>(y[k]);
+      dot += log ? static_cast<double>(g) : static_cast<double>(g) * out;
     }
-    const T total = static_cast<T>(group_all_reduce<kThreads>(dot, Sum{}));
+    const C total = static_cast<C>(group_all_reduce<kThreads>(dot, Sum{}));
     for (int64_t j = rank; j < lines.n; j += kThreads) {
       const int64_t k = start + j * stride;
-      dx[k] = log ? dy[k] - std::exp(y[k]) * total : y[k] * (dy[k] - total);
+      const C g = convert<C>(dy[k]), out = convert<C>(y[k]);
+      dx[k] = convert<T>(log ? g - std::exp(out) * total : out * (g - total));
     }
   }
 }
@@ -70,12 +77,12 @@ void softmax_kernel(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
   // Lines are indexed in the contiguous layout (out's); a strided input is copied once.
   const Tensor in = x.contiguous();
   const Lines lines = lines_along(in.shape(), dim);
-  dispatch_floating(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     with_threads_per_line(lines.n, lines.inner, [&](auto threads) {
       constexpr int kThreads = decltype(threads)::value;
-      softmax_lines<kThreads, T><<<grid_size(lines.count, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize, 0,
-                                   stream>>>(in.data_ptr<T>(), out.data_ptr<T>(), lines, log);
+      softmax_lines<kThreads><<<grid_size(lines.count, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize, 0, stream>>>(
+          device_ptr(in.data_ptr<Host>()), device_ptr(out.data_ptr<Host>()), lines, log);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
   });
@@ -85,13 +92,13 @@ void softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim,
   const cudaStream_t stream = stream_for(grad_input.device());
   const Tensor g = grad.contiguous(), y = out.contiguous();
   const Lines lines = lines_along(y.shape(), dim);
-  dispatch_floating(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     with_threads_per_line(lines.n, lines.inner, [&](auto threads) {
       constexpr int kThreads = decltype(threads)::value;
-      softmax_backward_lines<kThreads, T><<<grid_size(lines.count, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize,
-                                            0, stream>>>(g.data_ptr<T>(), y.data_ptr<T>(), grad_input.data_ptr<T>(),
-                                                         lines, log);
+      softmax_backward_lines<kThreads><<<grid_size(lines.count, LineLoop<kThreads>::kGroupsPerBlock), kBlockSize, 0,
+                                         stream>>>(device_ptr(g.data_ptr<Host>()), device_ptr(y.data_ptr<Host>()),
+                                                   device_ptr(grad_input.data_ptr<Host>()), lines, log);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
   });

@@ -13,8 +13,9 @@
 
 namespace lockstep::cuda {
 
-/// out = softmax(x) (or log_softmax(x) if `log`) along `dim`. `x` is f32 or f64, any layout;
-/// `out` is contiguous with x's shape and dtype.
+/// out = softmax(x) (or log_softmax(x) if `log`) along `dim`. `x` is floating (f32, f64, f16 or
+/// bf16; a 16-bit line is computed in float and each result rounded once), any layout; `out`
+/// is contiguous with x's shape and dtype.
 LOCKSTEP_CUDA_FN(void softmax_kernel(const Tensor& x, int64_t dim, bool log, const Tensor& out))
 
 /// The gradient of softmax_kernel from the saved output y and the output gradient dy:

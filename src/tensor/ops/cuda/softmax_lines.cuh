@@ -107,33 +107,37 @@ void with_threads_per_line(int64_t n, int64_t inner, Launch launch) {
 }
 
 // ---- One line's softmax ------------------------------------------------------------------
+//
+// Elements of type T are read as C = device_opmath_t<T>: f32 and f64 compute in their own
+// type, f16 and bf16 in float, so that the max, the exponentials and the normalised values are
+// those of the CPU kernels, and a 16-bit result is rounded once, when it is stored.
 
-// What a line's softmax needs: its max m and s = sum_j e^(x_j - m).
-template <class T>
+// What a line's softmax needs: its max m and s = sum_j e^(x_j - m), m in the compute type C.
+template <class C>
 struct LineStats {
-  T max;
+  C max;
   double sum;
 };
 
 // m and s for the line of n elements `stride` apart at x, computed by the group this thread
 // (of the given rank) belongs to; every thread of the group receives both.
-template <int kThreads, class T>
-__device__ LineStats<T> line_stats(const T* x, int64_t n, int64_t stride, int rank) {
+template <int kThreads, class T, class C = device_opmath_t<T>>
+__device__ LineStats<C> line_stats(const T* x, int64_t n, int64_t stride, int rank) {
   // Each thread scans every kThreads-th element, then the group combines. A NaN needs no
   // care: it makes s NaN, and so the whole line, as on the CPU.
-  T m = static_cast<T>(-INFINITY);
-  for (int64_t j = rank; j < n; j += kThreads) m = Max{}(m, x[j * stride]);
+  C m = static_cast<C>(-INFINITY);
+  for (int64_t j = rank; j < n; j += kThreads) m = Max{}(m, convert<C>(x[j * stride]));
   m = group_all_reduce<kThreads>(m, Max{});
   // Every exponent is <= 0, so e^ cannot overflow; the largest term is 1, so s >= 1.
   double s = 0.0;
-  for (int64_t j = rank; j < n; j += kThreads) s += std::exp(x[j * stride] - m);
+  for (int64_t j = rank; j < n; j += kThreads) s += std::exp(convert<C>(x[j * stride]) - m);
   s = group_all_reduce<kThreads>(s, Sum{});
   return {m, s};
 }
 
-// log_softmax of one element x of a line with max m and log-normaliser log_s = log(s).
-template <class T>
-__device__ T log_softmax_value(T x, T m, T log_s) {
+// log_softmax of one element x of a line with max m and log-normaliser log_s = log(s), in C.
+template <class C>
+__device__ C log_softmax_value(C x, C m, C log_s) {
   return (x - m) - log_s;
 }
 
