@@ -11,10 +11,17 @@
 // sm_60 and later). The alternative, one thread per input element gathering from every window
 // that covers it, would be deterministic but needs kernel_size, stride and padding, which the
 // backward's interface (shared with the CPU kernel) does not carry.
+//
+// f16 and bf16: the forward compares values as floats (exact) and stores the winner unchanged.
+// The backward adds its gradients into an f32 image, rounded into the 16-bit grad_input once at
+// the end: 16-bit atomic adds would round after every add, and the sum would depend on the
+// order in which the threads arrive.
 #include "tensor/ops/cuda/pool_kernels.h"
 
 #include <cmath>
+#include <type_traits>
 
+#include "tensor/cuda/copy_kernels.h"
 #include "tensor/cuda/launch.cuh"
 #include "core/dispatch.h"
 #include "tensor/ops/max_rule.h"
@@ -38,6 +45,7 @@ struct Strides4 {
 template <class T>
 __global__ void max_pool2d_forward_elements(const T* x, Strides4 xs, PoolShape s, T* out, int64_t* indices,
                                             int64_t total) {
+  using C = device_opmath_t<T>;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     // Split the output's row-major position into (n, c, oh, ow): neighbouring threads take
@@ -51,34 +59,34 @@ __global__ void max_pool2d_forward_elements(const T* x, Strides4 xs, PoolShape s
     const int64_t w1 = min(ow * s.stride - s.padding + s.kernel_size, s.W);
     // The first of equal maxima wins, and a NaN always wins, so it propagates: pool_max_beats,
     // as on the CPU (and in PyTorch).
-    T best = static_cast<T>(-INFINITY);
+    C best = static_cast<C>(-INFINITY);
     int64_t best_index = h0 * s.W + w0;
     for (int64_t h = h0; h < h1; ++h) {
       for (int64_t w = w0; w < w1; ++w) {
-        const T v = plane[h * xs.h + w * xs.w];
+        const C v = convert<C>(plane[h * xs.h + w * xs.w]);
         if (pool_max_beats(v, best)) {
           best = v;
           best_index = h * s.W + w;
         }
       }
     }
-    out[e] = best;
+    out[e] = convert<T>(best);
     indices[e] = best_index;
   }
 }
 
 // grad_input[plane of e, indices[e]] += grad_output[e] for every output element e; one thread
 // per output element. grad_output may have any strides (go_at finds element e), grad_input
-// and indices are contiguous.
-template <class T>
+// (of the compute type C: the f32 image for 16-bit gradients) and indices are contiguous.
+template <class T, class C>
 __global__ void max_pool2d_backward_elements(const T* grad_output, StridedOffsets<1> go_at, const int64_t* indices,
-                                             int64_t out_plane, int64_t in_plane, T* grad_input, int64_t total) {
+                                             int64_t out_plane, int64_t in_plane, C* grad_input, int64_t total) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t offset[1];
     go_at.at(e, offset);
     // Overlapping windows may send several gradients to one input element: add atomically.
-    atomicAdd(grad_input + e / out_plane * in_plane + indices[e], grad_output[offset[0]]);
+    atomicAdd(grad_input + e / out_plane * in_plane + indices[e], convert<C>(grad_output[offset[0]]));
   }
 }
 
@@ -92,10 +100,11 @@ void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride,
   // The input is read where it lies, through its strides: no contiguous copy.
   const Strides4 xs{input.stride(0), input.stride(1), input.stride(2), input.stride(3)};
   const int64_t total = out.numel();
-  dispatch_floating(input.dtype(), "max_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(input.dtype(), "max_pool2d", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
     max_pool2d_forward_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
-        input.data_ptr<T>(), xs, s, out.data_ptr<T>(), indices.data_ptr<int64_t>(), total);
+        device_ptr(input.data_ptr<Host>()), xs, s, device_ptr(out.data_ptr<Host>()), indices.data_ptr<int64_t>(),
+        total);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -108,14 +117,22 @@ void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices
   // data_ptr already points at grad_output's first element, hence offset 0.
   const StridedOffsets<1> go_at =
       make_strided_offsets<1>("max_pool2d backward", grad_output.shape(), {grad_output.strides()}, {0});
-  dispatch_floating(grad_output.dtype(), "max_pool2d backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(grad_output.dtype(), "max_pool2d backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using C = opmath_t<Host>;
+    constexpr bool wide = std::is_same_v<Host, C>;
+    // The sums: grad_input itself for f32 and f64, an f32 image of its shape for 16-bit. It
+    // lives until the copy below, queued on the same stream, has read it.
+    const Tensor sums =
+        wide ? grad_input : empty(grad_input.shape(), grad_input.options().dtype(dtype_of<C>::value));
     // Inputs that won no window get no gradient: start from zeros.
-    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(grad_input.data_ptr<T>(), 0, grad_input.numel() * sizeof(T), stream));
+    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(sums.data_ptr<C>(), 0, sums.numel() * sizeof(C), stream));
     max_pool2d_backward_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
-        grad_output.data_ptr<T>(), go_at, indices.data_ptr<int64_t>(), out_plane, in_plane, grad_input.data_ptr<T>(),
-        total);
+        device_ptr(grad_output.data_ptr<Host>()), go_at, indices.data_ptr<int64_t>(), out_plane, in_plane,
+        sums.data_ptr<C>(), total);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
+    // Round each 16-bit gradient once.
+    if constexpr (!wide) copy_kernel(sums, grad_input);
   });
 }
 

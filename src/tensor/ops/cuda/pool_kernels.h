@@ -19,7 +19,8 @@ namespace lockstep::cuda {
 /// out[n, c, oh, ow] = max of input[n, c, h, w] over the window starting at
 /// (oh * stride - padding, ow * stride - padding), and indices[n, c, oh, ow] = h * W + w of
 /// that maximum (the first one in row-major order on ties; a NaN wins). input: (N, C, H, W)
-/// f32/f64, any strides; out: (N, C, OH, OW) contiguous, same dtype; indices: same shape, i64.
+/// floating (f32, f64, f16 or bf16), any strides; out: (N, C, OH, OW) contiguous, same dtype;
+/// indices: same shape, i64.
 LOCKSTEP_CUDA_FN(void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
                                         const Tensor& out, const Tensor& indices))
 
@@ -27,7 +28,8 @@ LOCKSTEP_CUDA_FN(void max_pool2d_kernel(const Tensor& input, int64_t kernel_size
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
 /// grad_input: (N, C, H, W), contiguous; it is overwritten. Where windows overlap
 /// (stride < kernel_size), the shares an input element collects are added atomically, in an
-/// order that may vary between runs (last-bit differences); otherwise the result is exact.
+/// order that may vary between runs (last-bit differences); otherwise the result is exact. A
+/// 16-bit gradient is summed in f32 and rounded once.
 LOCKSTEP_CUDA_FN(void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input))
 
 }  // namespace lockstep::cuda
