@@ -3,6 +3,11 @@
 // arithmetic this follows step for step: per-channel sums in double, per-channel coefficients
 // folded in double and rounded to the element type once, then one or two multiply-adds per element.
 //
+// Two element types: T for input, grad_output, out and grad_input, and P = device_opmath_t<T>
+// for the per-channel tensors (statistics, weight, bias, sums) and the arithmetic. They are the
+// same for f32 and f64; a 16-bit T has f32 per-channel tensors (PyTorch's mixed batch norm),
+// its elements are widened to float, and each output element is rounded to 16 bits once.
+//
 // x: (N, C, S), contiguous, S = H * W (1 for 2-D input). Channel c owns the N * S elements
 // x[n, c, s], numbered j = n * S + s; element j of channel c sits at (n * C + c) * S + s.
 // Parallel decomposition:
@@ -62,126 +67,126 @@ __device__ double block_sum(double value) {
 
 // Block c: mean[c] and invstd[c] of channel c, in two passes like cpu::batch_norm_stats_kernel (the
 // mean, then squared deviations from it, which avoids E[x^2] - E[x]^2's cancellation).
-template <class T>
-__global__ void channel_stats(const T* x, ChannelLayout l, double eps, T* mean, T* invstd) {
+template <class T, class P>
+__global__ void channel_stats(const T* x, ChannelLayout l, double eps, P* mean, P* invstd) {
   const int64_t c = blockIdx.x, count = l.N * l.S;
   double total = 0.0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += static_cast<double>(x[channel_offset(j, c, l)]);
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += convert<double>(x[channel_offset(j, c, l)]);
   total = block_sum(total);
   const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
 
   double squares = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const double d = static_cast<double>(x[channel_offset(j, c, l)]) - mu;
+    const double d = convert<double>(x[channel_offset(j, c, l)]) - mu;
     squares += d * d;
   }
   squares = block_sum(squares);
   if (threadIdx.x == 0) {
     const double var = count > 0 ? squares / static_cast<double>(count) : 0.0;  // biased
-    mean[c] = static_cast<T>(mu);
-    invstd[c] = static_cast<T>(1.0 / sqrt(var + eps));
+    mean[c] = static_cast<P>(mu);
+    invstd[c] = static_cast<P>(1.0 / sqrt(var + eps));
   }
 }
 
 // Thread c: invstd[c] = 1 / sqrt(var[c] + eps), in double.
-template <class T>
-__global__ void channel_invstd(const T* var, int64_t C, double eps, T* invstd) {
+template <class P>
+__global__ void channel_invstd(const P* var, int64_t C, double eps, P* invstd) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    invstd[c] = static_cast<T>(1.0 / sqrt(static_cast<double>(var[c]) + eps));
+    invstd[c] = static_cast<P>(1.0 / sqrt(static_cast<double>(var[c]) + eps));
   }
 }
 
 // Thread c: the running mean and the unbiased running variance of channel c move a fraction
 // `momentum` towards the batch's, in double. The running tensors may be strided.
-template <class T>
-__global__ void update_running_stats(T* running_mean, int64_t mean_stride, T* running_var, int64_t var_stride,
-                                    const T* mean, const T* invstd, int64_t C, double eps, double unbias,
+template <class P>
+__global__ void update_running_stats(P* running_mean, int64_t mean_stride, P* running_var, int64_t var_stride,
+                                    const P* mean, const P* invstd, int64_t C, double eps, double unbias,
                                     double momentum) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double is = static_cast<double>(invstd[c]);
     const double var = 1.0 / (is * is) - eps;  // the biased batch variance, back from invstd
-    T& rm = running_mean[c * mean_stride];
-    T& rv = running_var[c * var_stride];
-    rm = static_cast<T>((1.0 - momentum) * static_cast<double>(rm) + momentum * static_cast<double>(mean[c]));
-    rv = static_cast<T>((1.0 - momentum) * static_cast<double>(rv) + momentum * var * unbias);
+    P& rm = running_mean[c * mean_stride];
+    P& rv = running_var[c * var_stride];
+    rm = static_cast<P>((1.0 - momentum) * static_cast<double>(rm) + momentum * static_cast<double>(mean[c]));
+    rv = static_cast<P>((1.0 - momentum) * static_cast<double>(rv) + momentum * var * unbias);
   }
 }
 
 // Thread c: folds mean, invstd, weight and bias into y = x * scale + shift for channel c.
 // coefficients: (2, C), rows scale and shift. A null weight means 1, a null bias 0.
-template <class T>
-__global__ void fold_affine(const T* mean, const T* invstd, const T* weight, const T* bias, int64_t C,
-                                   T* coefficients) {
+template <class P>
+__global__ void fold_affine(const P* mean, const P* invstd, const P* weight, const P* bias, int64_t C,
+                                   P* coefficients) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double m = static_cast<double>(mean[c]), is = static_cast<double>(invstd[c]);
     const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
     const double b = bias != nullptr ? static_cast<double>(bias[c]) : 0.0;
-    coefficients[c] = static_cast<T>(w * is);
-    coefficients[C + c] = static_cast<T>(b - m * w * is);
+    coefficients[c] = static_cast<P>(w * is);
+    coefficients[C + c] = static_cast<P>(b - m * w * is);
   }
 }
 
-// Thread i: out[i] = x[i] * scale[c] + shift[c] for element i of channel c.
-template <class T>
-__global__ void affine_elements(const T* x, const T* coefficients, int64_t total, ChannelLayout l, T* out) {
+// Thread i: out[i] = x[i] * scale[c] + shift[c] for element i of channel c, in P.
+template <class T, class P>
+__global__ void affine_elements(const T* x, const P* coefficients, int64_t total, ChannelLayout l, T* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i / l.S % l.C;
-    out[i] = x[i] * coefficients[c] + coefficients[l.C + c];
+    out[i] = convert<T>(convert<P>(x[i]) * coefficients[c] + coefficients[l.C + c]);
   }
 }
 
 // Block c: sum_dy[c] = sum of dy and sum_dy_xmu[c] = sum of dy * (x - mean[c]) over channel c.
-template <class T>
-__global__ void channel_backward_sums(const T* dy, const T* x, const T* mean, ChannelLayout l, T* sum_dy,
-                                       T* sum_dy_xmu) {
+template <class T, class P>
+__global__ void channel_backward_sums(const T* dy, const T* x, const P* mean, ChannelLayout l, P* sum_dy,
+                                       P* sum_dy_xmu) {
   const int64_t c = blockIdx.x, count = l.N * l.S;
   const double m = static_cast<double>(mean[c]);
   double a = 0.0, b = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t o = channel_offset(j, c, l);
-    const double d = static_cast<double>(dy[o]);
+    const double d = convert<double>(dy[o]);
     a += d;
-    b += d * (static_cast<double>(x[o]) - m);
+    b += d * (convert<double>(x[o]) - m);
   }
   a = block_sum(a);
   b = block_sum(b);
   if (threadIdx.x == 0) {
-    sum_dy[c] = static_cast<T>(a);
-    sum_dy_xmu[c] = static_cast<T>(b);
+    sum_dy[c] = static_cast<P>(a);
+    sum_dy_xmu[c] = static_cast<P>(b);
   }
 }
 
 // Thread c: the backward pass's per-channel coefficients, as in
 // cpu::batch_norm_backward_elemt_kernel: k = weight * invstd, mean_dy = sum_dy / n, proj = invstd^2
 // * sum_dy_xmu / n and mu = mean. coefficients: (4, C), one row each. A null weight means 1.
-template <class T>
-__global__ void fold_backward(const T* mean, const T* invstd, const T* weight, const T* sum_dy,
-                                     const T* sum_dy_xmu, int64_t C, double n, T* coefficients) {
+template <class P>
+__global__ void fold_backward(const P* mean, const P* invstd, const P* weight, const P* sum_dy,
+                                     const P* sum_dy_xmu, int64_t C, double n, P* coefficients) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double is = static_cast<double>(invstd[c]);
     const double w = weight != nullptr ? static_cast<double>(weight[c]) : 1.0;
-    coefficients[c] = static_cast<T>(w * is);
-    coefficients[C + c] = static_cast<T>(static_cast<double>(sum_dy[c]) / n);
-    coefficients[2 * C + c] = static_cast<T>(is * is * static_cast<double>(sum_dy_xmu[c]) / n);
+    coefficients[c] = static_cast<P>(w * is);
+    coefficients[C + c] = static_cast<P>(static_cast<double>(sum_dy[c]) / n);
+    coefficients[2 * C + c] = static_cast<P>(is * is * static_cast<double>(sum_dy_xmu[c]) / n);
     coefficients[3 * C + c] = mean[c];
   }
 }
 
-// Thread i: dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj) for element i of channel c.
-template <class T>
-__global__ void backward_elements(const T* dy, const T* x, const T* coefficients, int64_t total, ChannelLayout l,
+// Thread i: dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj) for element i of channel c, in P.
+template <class T, class P>
+__global__ void backward_elements(const T* dy, const T* x, const P* coefficients, int64_t total, ChannelLayout l,
                                       T* dx) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i / l.S % l.C;
-    const T k = coefficients[c], mean_dy = coefficients[l.C + c];
-    const T proj = coefficients[2 * l.C + c], mu = coefficients[3 * l.C + c];
-    dx[i] = k * (dy[i] - mean_dy - (x[i] - mu) * proj);
+    const P k = coefficients[c], mean_dy = coefficients[l.C + c];
+    const P proj = coefficients[2 * l.C + c], mu = coefficients[3 * l.C + c];
+    dx[i] = convert<T>(k * (convert<P>(dy[i]) - mean_dy - (convert<P>(x[i]) - mu) * proj));
   }
 }
 
@@ -194,18 +199,27 @@ const T* data_or_null(const Tensor& t) {
 // A contiguous version of an optional per-channel tensor (undefined stays undefined).
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 
+// The options of the per-channel tensors for input x: x's, with the dtype of opmath_t (f32 for
+// a 16-bit x).
+TensorOptions per_channel_options(const Tensor& x) {
+  return x.options().dtype(dispatch_floating_and_16bit(x.dtype(), "batch_norm", [](auto tag) {
+    return dtype_of<opmath_t<typename decltype(tag)::type>>::value;
+  }));
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const ChannelLayout l = channel_layout(x);
-  const auto options = x.options();
+  const auto options = per_channel_options(x);
   Tensor mean = empty({l.C}, options), invstd = empty({l.C}, options);
   if (l.C == 0) return {mean, invstd};
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    channel_stats<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
-        x.data_ptr<T>(), l, eps, mean.data_ptr<T>(), invstd.data_ptr<T>());
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using P = opmath_t<Host>;
+    channel_stats<<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+        device_ptr(x.data_ptr<Host>()), l, eps, mean.data_ptr<P>(), invstd.data_ptr<P>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
   return {mean, invstd};
@@ -250,16 +264,17 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
   if (total == 0) return;
   const Tensor m = mean.contiguous(), is = invstd.contiguous();
   const Tensor w = contiguous_or_undefined(weight), b = contiguous_or_undefined(bias);
-  Tensor coefficients = empty({2, l.C}, x.options());
+  Tensor coefficients = empty({2, l.C}, per_channel_options(x));
   const cudaStream_t stream = stream_for(x.device());
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using P = opmath_t<Host>;
     // First fold the per-channel numbers into (scale, shift), then one multiply-add per element.
-    fold_affine<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
-        m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), data_or_null<T>(b), l.C, coefficients.data_ptr<T>());
+    fold_affine<P><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+        m.data_ptr<P>(), is.data_ptr<P>(), data_or_null<P>(w), data_or_null<P>(b), l.C, coefficients.data_ptr<P>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
-    affine_elements<T><<<grid_size(total), kBlockSize, 0, stream>>>(x.data_ptr<T>(), coefficients.data_ptr<T>(), total,
-                                                                  l, out.data_ptr<T>());
+    affine_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
+        device_ptr(x.data_ptr<Host>()), coefficients.data_ptr<P>(), total, l, device_ptr(out.data_ptr<Host>()));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }
@@ -269,13 +284,15 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const Tensor m = mean.contiguous();
   const ChannelLayout l = channel_layout(x);
-  const auto options = x.options();
+  const auto options = per_channel_options(x);
   Tensor sum_dy = empty({l.C}, options), sum_dy_xmu = empty({l.C}, options);
   if (l.C == 0) return {sum_dy, sum_dy_xmu};
-  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    channel_backward_sums<T><<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
-        g.data_ptr<T>(), x.data_ptr<T>(), m.data_ptr<T>(), l, sum_dy.data_ptr<T>(), sum_dy_xmu.data_ptr<T>());
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using P = opmath_t<Host>;
+    channel_backward_sums<<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+        device_ptr(g.data_ptr<Host>()), device_ptr(x.data_ptr<Host>()), m.data_ptr<P>(), l, sum_dy.data_ptr<P>(),
+        sum_dy_xmu.data_ptr<P>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
   return {sum_dy, sum_dy_xmu};
@@ -290,17 +307,19 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
   if (total == 0) return;
   const Tensor m = mean.contiguous(), is = invstd.contiguous(), w = contiguous_or_undefined(weight);
   const Tensor sdy = sum_dy.contiguous(), sdx = sum_dy_xmu.contiguous();
-  Tensor coefficients = empty({4, l.C}, x.options());
+  Tensor coefficients = empty({4, l.C}, per_channel_options(x));
   const cudaStream_t stream = stream_for(x.device());
-  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm backward", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    using P = opmath_t<Host>;
     // First the per-channel coefficients, then two multiply-adds and a multiply per element.
-    fold_backward<T><<<grid_size(l.C), kBlockSize, 0, stream>>>(
-        m.data_ptr<T>(), is.data_ptr<T>(), data_or_null<T>(w), sdy.data_ptr<T>(), sdx.data_ptr<T>(), l.C,
-        static_cast<double>(count), coefficients.data_ptr<T>());
+    fold_backward<P><<<grid_size(l.C), kBlockSize, 0, stream>>>(
+        m.data_ptr<P>(), is.data_ptr<P>(), data_or_null<P>(w), sdy.data_ptr<P>(), sdx.data_ptr<P>(), l.C,
+        static_cast<double>(count), coefficients.data_ptr<P>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
-    backward_elements<T><<<grid_size(total), kBlockSize, 0, stream>>>(
-        g.data_ptr<T>(), x.data_ptr<T>(), coefficients.data_ptr<T>(), total, l, grad_input.data_ptr<T>());
+    backward_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
+        device_ptr(g.data_ptr<Host>()), device_ptr(x.data_ptr<Host>()), coefficients.data_ptr<P>(), total, l,
+        device_ptr(grad_input.data_ptr<Host>()));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }

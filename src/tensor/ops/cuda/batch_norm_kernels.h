@@ -2,7 +2,9 @@
 /// CUDA kernels for batch normalisation: the same six functions, parameters and results as the
 /// CPU kernels in tensor/ops/cpu/batch_norm_kernels.h (see there for the split that SyncBatchNorm
 /// relies on). Input and gradients are (N, C) or (N, C, H, W), read as (N, C, S); per-channel
-/// tensors are (C) with the input's dtype (f32 or f64); every tensor lives on one CUDA device.
+/// tensors are (C) with the input's dtype for f32 and f64 input, and f32 for f16 and bf16 input
+/// (whose elements are computed in float and rounded once); every tensor lives on one CUDA
+/// device.
 /// Per-channel sums are accumulated in double, as on the CPU, and nothing is read back to the
 /// host: the statistics stay on the GPU from the reduction to the elementwise pass.
 ///
@@ -20,7 +22,8 @@
 namespace lockstep::cuda {
 
 /// Per-channel mean and invstd = 1 / sqrt(var + eps) of `input` (biased variance); returns
-/// (mean, invstd), both (C). A channel with no values gets mean 0 and var 0.
+/// (mean, invstd), both (C), f32 for a 16-bit input. A channel with no values gets mean 0 and
+/// var 0.
 LOCKSTEP_CUDA_FN(std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps))
 
 /// invstd = 1 / sqrt(var + eps) for a (C) variance such as running_var.
@@ -38,7 +41,7 @@ LOCKSTEP_CUDA_FN(void batch_norm_elemt_kernel(const Tensor& input, const Tensor&
                                               const Tensor& weight, const Tensor& bias, const Tensor& out))
 
 /// Per-channel sum_dy = sum of grad_output and sum_dy_xmu = sum of grad_output * (input - mean)
-/// over (N, S); returns (sum_dy, sum_dy_xmu), both (C).
+/// over (N, S); returns (sum_dy, sum_dy_xmu), both (C), f32 for a 16-bit input.
 LOCKSTEP_CUDA_FN(std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_output,
                                                                              const Tensor& input, const Tensor& mean))
 
