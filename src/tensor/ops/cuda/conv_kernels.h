@@ -21,14 +21,16 @@ namespace lockstep::cuda {
 
 /// out (N, C_out, H_out, W_out) = input (N, C_in, H, W) convolved with weight
 /// (C_out, C_in, kH, kW), plus bias (C_out) per channel if bias is defined. All contiguous,
-/// on one CUDA device, one floating dtype. Same as cpu::conv2d_forward_kernel.
+/// on one CUDA device, one floating dtype (f32, f64, f16 or bf16: a 16-bit convolution sums in
+/// f32 on tensor cores and rounds each output once). Same as cpu::conv2d_forward_kernel.
 LOCKSTEP_CUDA_FN(void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                             const Tensor& out, const Conv2dGeometry& g))
 
 /// From grad_out dy (N, C_out, H_out, W_out), writes grad_input dx (N, C_in, H, W) and
 /// grad_weight dW (C_out, C_in, kH, kW, summed over the batch). Either output may be undefined,
-/// and is then not computed. All tensors contiguous, on one CUDA device, one floating dtype.
-/// Same as cpu::conv2d_backward_kernel.
+/// and is then not computed. All tensors contiguous, on one CUDA device, one floating dtype;
+/// 16-bit gradients are summed in f32 (dW over the whole batch) and rounded once. Same as
+/// cpu::conv2d_backward_kernel.
 LOCKSTEP_CUDA_FN(void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                                              const Tensor& grad_input, const Tensor& grad_weight,
                                              const Conv2dGeometry& g))
