@@ -87,9 +87,9 @@ MEMCHECK=(env LOCKSTEP_NO_CUDA_MEMORY_CACHING=1
 step memcheck "${MEMCHECK[@]}" --gtest_filter="-$LONG_TESTS:CachingAllocator.*"
 step memcheck_training "${MEMCHECK[@]}" --gtest_filter="$LONG_TESTS"
 # The kernels that share memory between the threads of a block: reductions, softmax, batch
-# norm, the teaching GEMM.
+# norm, the teaching GEMM, and their 16-bit versions.
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/gpu_tests" \
-  --gtest_filter="GpuReduce*:GpuMax*:GpuSoftmax*:GpuLoss*:BatchNormGpu*:GpuMatmul*"
+  --gtest_filter="GpuReduce*:GpuMax*:GpuSoftmax*:GpuLoss*:BatchNormGpu*:GpuMatmul*:Gpu16bit*"
 step unit_tests "$BUILD/tests/unit_tests"
 step chapter1_cuda "$BUILD/chapter1" --device cuda
 step chapter2_cuda "$BUILD/chapter2" --device cuda "${TRAIN[@]}"
@@ -184,6 +184,7 @@ step chapter4_nccl_2_refused nccl_refused_for_two_ranks_on_one_gpu
 step chapter4_cpu succeeds_printing "epoch 2: checksum 5c3f90a9cfb7ead5" mpirun -n 2 "$BUILD/chapter4"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
+step bench_gemm_16bit "$BUILD/tests/bench_cuda_gemm_16bit"
 [ "$LOGDIR" = --list ] && exit 0
 echo "Log: $LOG"
 if [ -n "$FAILED" ]; then
