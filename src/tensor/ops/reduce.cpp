@@ -54,6 +54,9 @@ Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
 Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
   check_defined("mean", {&a});
+  // A 16-bit mean is taken in f32 and rounded once, as PyTorch's CPU mean does: an f16 sum can
+  // overflow where the mean would not, and bf16 cannot even hold a count above 256 exactly.
+  if (a.dtype() == DType::f16 || a.dtype() == DType::bf16) return mean(a.to(DType::f32), dims, keepdim).to(a.dtype());
   const std::vector<bool> mask = reduce_mask("mean", a, dims);
   int64_t count = 1;
   for (int64_t d = 0; d < a.dim(); ++d) count *= mask[d] ? a.shape()[d] : 1;

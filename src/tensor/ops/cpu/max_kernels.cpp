@@ -25,8 +25,9 @@ void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor
   const Tensor x = a.contiguous();
   const Shape& shape = x.shape();
   const int64_t outer = span_numel(shape, 0, dim), n = shape[dim], inner = span_numel(shape, dim + 1, shape.size());
-  dispatch_numeric(x.dtype(), "max", [&](auto tag) {
+  dispatch_numeric_and_16bit(x.dtype(), "max", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = opmath_t<T>;  // f16 and bf16 compare as floats; the winner is stored unchanged
     const T* in = x.data_ptr<T>();
     T* best = values.data_ptr<T>();
     int64_t* where = indices.data_ptr<int64_t>();
@@ -44,7 +45,7 @@ void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor
       for (int64_t j = 1; j < n; ++j) {
         const T* row = slab + j * inner;
         for (int64_t i = 0; i < inner; ++i) {
-          if (max_beats(row[i], b[i])) {
+          if (max_beats(static_cast<C>(row[i]), static_cast<C>(b[i]))) {
             b[i] = row[i];
             w[i] = j;
           }
@@ -58,7 +59,7 @@ void max_backward_kernel(const Tensor& grad, const Tensor& indices, int64_t dim,
   const Tensor g = grad.contiguous(), idx = indices.contiguous();
   const Shape& shape = grad_input.shape();
   const int64_t outer = span_numel(shape, 0, dim), n = shape[dim], inner = span_numel(shape, dim + 1, shape.size());
-  dispatch_floating(grad_input.dtype(), "max backward", [&](auto tag) {
+  dispatch_floating_and_16bit(grad_input.dtype(), "max backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* gin = g.data_ptr<T>();
     const int64_t* where = idx.data_ptr<int64_t>();

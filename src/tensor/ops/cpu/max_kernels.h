@@ -12,13 +12,14 @@ namespace lockstep::cpu {
 
 /// values[o, i] = max over j of a[o, j, i] and indices[o, i] = the first j where it occurs,
 /// a NaN counting as larger than everything (as in PyTorch). `a` may have any layout and any
-/// numeric dtype; `values` (a's dtype) and `indices` (i64) are contiguous, outer * inner long.
-/// The reduced dimension must not be empty.
+/// dtype, f16 and bf16 included (compared as floats); `values` (a's dtype) and `indices` (i64)
+/// are contiguous, outer * inner long. The reduced dimension must not be empty.
 void max_kernel(const Tensor& a, int64_t dim, const Tensor& values, const Tensor& indices);
 
 /// The gradient of max(dim): grad_input is zero except grad_input[o, indices[o, i], i] =
-/// grad[o, i]. `grad_input` is contiguous and floating and its shape gives (outer, n, inner);
-/// `grad` and `indices` hold outer * inner elements in any layout.
+/// grad[o, i]. `grad_input` is contiguous and floating (f16 and bf16 included; `grad` has its
+/// dtype) and its shape gives (outer, n, inner); `grad` and `indices` hold outer * inner
+/// elements in any layout.
 void max_backward_kernel(const Tensor& grad, const Tensor& indices, int64_t dim, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu

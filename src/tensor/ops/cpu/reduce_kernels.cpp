@@ -55,12 +55,14 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
   coalesce_dims(red_shape, red_walk);
   const Shape kept_index_strides = contiguous_strides(kept_shape);
 
-  dispatch_numeric(a.dtype(), "sum", [&](auto tag) {
+  dispatch_numeric_and_16bit(a.dtype(), "sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // Floats accumulate in double (accurate); integers
-    // and bools in int64, exactly, and their sum is an i64 tensor, as in PyTorch.
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    using Out = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+    // Floats accumulate in double (accurate), the 16-bit ones too, which are rounded to T once
+    // at the end; integers and bools in int64, exactly, and their sum is an i64 tensor, as in
+    // PyTorch.
+    constexpr bool floating = std::is_floating_point_v<opmath_t<T>>;
+    using Acc = std::conditional_t<floating, double, int64_t>;
+    using Out = std::conditional_t<floating, T, int64_t>;
     const T* in = static_cast<const T*>(a.storage()->data());
     Out* o = out.data_ptr<Out>();
 
