@@ -1,6 +1,7 @@
 // CPU cross-entropy and nll losses and their backward passes (declared in loss_kernels.h).
-// Cross entropy runs softmax_line in log mode on each row and picks the target's entry while
-// the row is still in cache; every sum is accumulated in double.
+// Cross entropy runs log_softmax_line on each row and picks the target's entry while the row is
+// still in cache; every sum is accumulated in double. f16 and bf16 logits are computed in float
+// and only the outputs (log-probabilities, loss, gradients) are rounded to 16 bits, once each.
 #include "tensor/ops/cpu/loss_kernels.h"
 
 #include <algorithm>
@@ -16,19 +17,22 @@ namespace lockstep::cpu {
 void cross_entropy_kernel(const Tensor& logits, const Tensor& target, const Tensor& log_probs, const Tensor& loss) {
   const Tensor x = logits.contiguous(), t = target.contiguous();
   const int64_t rows = x.size(0), classes = x.size(1);
-  dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
+  dispatch_floating_and_16bit(x.dtype(), "cross_entropy", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = opmath_t<T>;
     const T* px = x.data_ptr<T>();
     const int64_t* pt = t.data_ptr<int64_t>();
     T* lp = log_probs.data_ptr<T>();
-    // Each row's loss is -log p(correct class), read off its log_softmax while still in cache.
+    // Each row's loss is -log p(correct class), computed from the row's log_softmax terms
+    // while still in cache (exactly the stored entry for f32 and f64; unrounded for 16 bits).
     // The row losses are added up in order afterwards, so the result does not depend on the
     // number of threads.
     std::vector<double> row_loss(rows);
 #pragma omp parallel for schedule(static) if (rows * classes >= kParallelGrain)
     for (int64_t i = 0; i < rows; ++i) {
-      softmax_line(px + i * classes, lp + i * classes, classes, 1, true);
-      row_loss[i] = -static_cast<double>(lp[i * classes + pt[i]]);
+      const LogSoftmaxTerms<C> terms = log_softmax_line(px + i * classes, lp + i * classes, classes, 1);
+      const C target_logit = static_cast<C>(px[i * classes + pt[i]]);
+      row_loss[i] = -static_cast<double>((target_logit - terms.max) - terms.log_sum);
     }
     double total = 0.0;
     for (double l : row_loss) total += l;
@@ -40,17 +44,20 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
                                    const Tensor& grad_logits) {
   const Tensor lp = log_probs.contiguous(), t = target.contiguous();
   const int64_t rows = lp.size(0), classes = lp.size(1);
-  dispatch_floating(lp.dtype(), "cross_entropy backward", [&](auto tag) {
+  dispatch_floating_and_16bit(lp.dtype(), "cross_entropy backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using C = opmath_t<T>;
     const T* plp = lp.data_ptr<T>();
     const int64_t* pt = t.data_ptr<int64_t>();
     T* dx = grad_logits.data_ptr<T>();
     // d(loss)/d(logits[i, j]) = (softmax[i, j] - [j == target[i]]) / N, times the loss's gradient.
-    const T scale = static_cast<T>(grad.item() / static_cast<double>(rows));
+    const C scale = static_cast<C>(grad.item() / static_cast<double>(rows));
+    auto softmax_share = [&](int64_t k) { return scale * std::exp(static_cast<C>(plp[k])); };
 #pragma omp parallel for schedule(static) if (rows * classes >= kParallelGrain)
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < classes; ++j) dx[i * classes + j] = scale * std::exp(plp[i * classes + j]);
-      dx[i * classes + pt[i]] -= scale;
+      for (int64_t j = 0; j < classes; ++j) dx[i * classes + j] = static_cast<T>(softmax_share(i * classes + j));
+      // The target's entry again, with the one-hot term subtracted before rounding.
+      dx[i * classes + pt[i]] = static_cast<T>(softmax_share(i * classes + pt[i]) - scale);
     }
   });
 }
@@ -58,7 +65,7 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
 void nll_loss_kernel(const Tensor& log_probs, const Tensor& target, const Tensor& loss) {
   const Tensor lp = log_probs.contiguous(), t = target.contiguous();
   const int64_t rows = lp.size(0), classes = lp.size(1);
-  dispatch_floating(lp.dtype(), "nll_loss", [&](auto tag) {
+  dispatch_floating_and_16bit(lp.dtype(), "nll_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* plp = lp.data_ptr<T>();
     const int64_t* pt = t.data_ptr<int64_t>();
@@ -71,14 +78,14 @@ void nll_loss_kernel(const Tensor& log_probs, const Tensor& target, const Tensor
 void nll_loss_backward_kernel(const Tensor& grad, const Tensor& target, const Tensor& grad_log_probs) {
   const Tensor t = target.contiguous();
   const int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1);
-  dispatch_floating(grad_log_probs.dtype(), "nll_loss backward", [&](auto tag) {
+  dispatch_floating_and_16bit(grad_log_probs.dtype(), "nll_loss backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t* pt = t.data_ptr<int64_t>();
     T* dx = grad_log_probs.data_ptr<T>();
     // Only the picked entry of each row touched the loss, with weight -1/N.
     std::fill_n(dx, rows * classes, T(0));
-    const T scale = static_cast<T>(grad.item() / static_cast<double>(rows));
-    for (int64_t i = 0; i < rows; ++i) dx[i * classes + pt[i]] = -scale;
+    const T share = static_cast<T>(-grad.item() / static_cast<double>(rows));
+    for (int64_t i = 0; i < rows; ++i) dx[i * classes + pt[i]] = share;
   });
 }
 

@@ -2,6 +2,10 @@
 /// CPU kernels for the classification losses: cross_entropy (log_softmax and the negative
 /// log-likelihood fused in one pass) and nll_loss, forward and backward. Their CUDA twins are
 /// in tensor/ops/cuda/loss_kernels.h.
+///
+/// Every tensor but the target has the input's dtype, f16 and bf16 included: a 16-bit input
+/// is computed in float, with sums in double, and each output element (log-probability, loss,
+/// gradient) is rounded to 16 bits once.
 #pragma once
 
 #include "tensor/tensor.h"

@@ -6,7 +6,8 @@
 //     log_softmax(x)_j = (x_j - m) - log(s)             and  s = sum_k e^(x_k - m).
 // Subtracting the max changes nothing mathematically but keeps every exponent <= 0, so e^
 // cannot overflow (logits of 1000 are fine), and the largest term is exactly 1, so s >= 1 and
-// log(s) is safe. Sums are accumulated in double.
+// log(s) is safe. Sums are accumulated in double, and f16 and bf16 lines are computed in float,
+// each output rounded to 16 bits once.
 #include "tensor/ops/cpu/softmax_kernels.h"
 
 #include <cmath>
@@ -24,15 +25,22 @@ namespace {
 //   log_softmax: dy_j/dx_k = [j == k] - e^(y_k)    =>  dx = dy - e^y * sum(dy)
 template <class T>
 void softmax_backward_line(const T* dy, const T* y, T* dx, int64_t n, int64_t stride, bool log) {
+  using C = opmath_t<T>;
   double dot = 0.0;
   if (log) {
-    for (int64_t j = 0; j < n; ++j) dot += dy[j * stride];
-    const T total = static_cast<T>(dot);
-    for (int64_t j = 0; j < n; ++j) dx[j * stride] = dy[j * stride] - std::exp(y[j * stride]) * total;
+    for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(dy[j * stride]);
+    const C total = static_cast<C>(dot);
+    for (int64_t j = 0; j < n; ++j) {
+      const C d = static_cast<C>(dy[j * stride]), e = std::exp(static_cast<C>(y[j * stride]));
+      dx[j * stride] = static_cast<T>(d - e * total);
+    }
   } else {
-    for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(dy[j * stride]) * y[j * stride];
-    const T total = static_cast<T>(dot);
-    for (int64_t j = 0; j < n; ++j) dx[j * stride] = y[j * stride] * (dy[j * stride] - total);
+    for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(dy[j * stride]) * static_cast<double>(y[j * stride]);
+    const C total = static_cast<C>(dot);
+    for (int64_t j = 0; j < n; ++j) {
+      const C d = static_cast<C>(dy[j * stride]), p = static_cast<C>(y[j * stride]);
+      dx[j * stride] = static_cast<T>(p * (d - total));
+    }
   }
 }
 
@@ -56,19 +64,23 @@ void for_each_line(const Shape& shape, int64_t dim, LineFn line) {
 
 void softmax_kernel(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
   const Tensor in = x.contiguous();
-  dispatch_floating(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+  dispatch_floating_and_16bit(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = in.data_ptr<T>();
     T* py = out.data_ptr<T>();
     for_each_line(in.shape(), dim, [&](int64_t start, int64_t n, int64_t stride) {
-      softmax_line(px + start, py + start, n, stride, log);
+      if (log) {
+        log_softmax_line(px + start, py + start, n, stride);
+      } else {
+        softmax_line(px + start, py + start, n, stride);
+      }
     });
   });
 }
 
 void softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log, const Tensor& grad_input) {
   const Tensor g = grad.contiguous(), y = out.contiguous();
-  dispatch_floating(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&](auto tag) {
+  dispatch_floating_and_16bit(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pg = g.data_ptr<T>();
     const T* py = y.data_ptr<T>();

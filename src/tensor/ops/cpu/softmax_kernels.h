@@ -13,12 +13,14 @@
 namespace lockstep::cpu {
 
 /// out = softmax(x) (or log_softmax(x) if `log`) along `dim`. `x` is floating, any layout;
-/// `out` is contiguous with x's shape and dtype.
+/// `out` is contiguous with x's shape and dtype. f16 and bf16 lines are computed in float and
+/// each output is rounded once (the sums in double).
 void softmax_kernel(const Tensor& x, int64_t dim, bool log, const Tensor& out);
 
 /// The gradient of softmax_kernel, from the saved output y and the output gradient dy:
 /// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy), the sums
-/// along `dim`. `grad` and `out` may have any layout; `grad_input` is contiguous.
+/// along `dim`. `grad` and `out` may have any layout; `grad_input` is contiguous. All three have
+/// one dtype; f16 and bf16 are computed in float, as the forward pass.
 void softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu
