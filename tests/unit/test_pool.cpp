@@ -208,6 +208,6 @@ TEST(Pool, Errors) {
   const std::string small = error_message([] { max_pool2d(randn({1, 1, 2, 5}), 3); });
   EXPECT_NE(small.find("max_pool2d: input of spatial size 2x5"), std::string::npos) << small;
   EXPECT_NE(small.find("smaller than kernel_size 3"), std::string::npos) << small;
-  expect_error([] { max_pool2d(from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 1, 2, 2}), 2); }, "max_pool2d: expected a f32 or f64");
+  expect_error([] { max_pool2d(from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 1, 2, 2}), 2); }, "max_pool2d: expected a floating tensor, got i64");
   expect_error([] { max_pool2d(Tensor(), 2); }, "max_pool2d");
 }

@@ -13,14 +13,16 @@ namespace lockstep::cpu {
 /// out[n, c, oh, ow] = max of input[n, c, h, w] over the window starting at
 /// (oh * stride - padding, ow * stride - padding), and indices[n, c, oh, ow] = h * W + w of
 /// that maximum (its position inside its plane, as PyTorch stores it). input: (N, C, H, W)
-/// f32/f64, any strides; out: (N, C, OH, OW) contiguous, same dtype; indices: same shape, i64.
+/// floating (f16 and bf16 compared as floats), any strides; out: (N, C, OH, OW) contiguous, same
+/// dtype; indices: same shape, i64.
 void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
                        const Tensor& indices);
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
 /// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
-/// grad_input: (N, C, H, W), contiguous; it is overwritten (zero where no window took its
-/// maximum).
+/// grad_input: (N, C, H, W), contiguous, grad_output's dtype; it is overwritten (zero where no
+/// window took its maximum). Shares that land on one f16 or bf16 element are added in float and
+/// rounded once.
 void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu
