@@ -1,6 +1,7 @@
 #include "tensor/ops/batch_norm.h"
 
 #include <tuple>
+#include <utility>
 
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
@@ -13,27 +14,42 @@ namespace lockstep {
 
 namespace {
 
-// Checks an optional per-channel argument: one value per channel, input's dtype and device.
+bool is_16bit(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+// The dtype of the per-channel tensors the kernels take and return: f32 for a 16-bit input,
+// whose statistics 16 bits would hold too coarsely (PyTorch's mixed batch norm, which autocast
+// relies on), the input's own dtype otherwise.
+DType channel_dtype(const Tensor& input) { return is_16bit(input.dtype()) ? DType::f32 : input.dtype(); }
+
+// Checks an optional per-channel argument: one value per channel, on input's device, in
+// input's dtype or, for a 16-bit input, in f32.
 void check_per_channel(const Tensor& t, const char* what, const Tensor& input) {
   if (!t.defined()) return;
   LOCKSTEP_CHECK(t.dim() == 1 && t.size(0) == input.size(1), "batch_norm: expected ", what, " to have shape [",
                  input.size(1), "] (one value per channel of input shape ", shape_str(input.shape()), "), got shape ",
                  shape_str(t.shape()));
   check_same_device("batch_norm", {&input, &t});
-  check_same_dtype("batch_norm", {&input, &t});
+  if (!is_16bit(input.dtype())) return check_same_dtype("batch_norm", {&input, &t});
+  LOCKSTEP_CHECK(t.dtype() == DType::f32 || t.dtype() == input.dtype(), "batch_norm: expected ", what, " of a ",
+                 dtype_name(input.dtype()), " input to be f32 or ", dtype_name(input.dtype()), ", got ",
+                 dtype_name(t.dtype()));
 }
+
+// `t` in the kernels' per-channel dtype: itself, or a converted copy that autograd records, so
+// that the gradient of a 16-bit weight comes back in 16 bits.
+Tensor in_channel_dtype(const Tensor& t, const Tensor& input) { return t.defined() ? t.to(channel_dtype(input)) : t; }
 
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
   check_defined("batch_norm", {&input});
   LOCKSTEP_CHECK(input.dim() == 2 || input.dim() == 4,
                  "batch_norm: expected input to be 2-D (N, C) or 4-D (N, C, H, W), got shape ", shape_str(input.shape()));
-  check_per_channel(weight, "weight", input);
-  check_per_channel(bias, "bias", input);
+  check_per_channel(weight_in, "weight", input);
+  check_per_channel(bias_in, "bias", input);
   check_per_channel(running_mean, "running_mean", input);
   check_per_channel(running_var, "running_var", input);
   LOCKSTEP_CHECK(running_mean.defined() == running_var.defined(),
@@ -45,6 +61,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
   // The kernels run where the tensors live: tensor/ops/cuda/ on a GPU, tensor/ops/cpu/ on the CPU.
   const Device device = input.device();
+  // A 16-bit input with a 16-bit weight and bias (a model converted with .to(DType::bf16))
+  // gets f32 copies of them, as every per-channel tensor of a 16-bit batch norm is f32.
+  const Tensor weight = in_channel_dtype(weight_in, input), bias = in_channel_dtype(bias_in, input);
   // Without running statistics there is nothing but the batch to normalise with.
   const bool use_batch_stats = training || !running_mean.defined();
   Tensor mean, invstd;  // (C)
@@ -54,24 +73,30 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     std::tie(mean, invstd) = kernels::batch_norm_stats.call(device, input, eps);
     // Running statistics are buffers, not parameters: updated in place, never recorded.
     if (running_mean.defined() && count > 0) {
-      kernels::batch_norm_update_stats.call(device, running_mean, running_var, mean, invstd, eps, count, momentum);
-      increment_version(running_mean);
-      increment_version(running_var);
+      // 16-bit ones (a converted model) are updated in f32 copies, then rounded back once.
+      const Tensor rm = in_channel_dtype(running_mean, input), rv = in_channel_dtype(running_var, input);
+      kernels::batch_norm_update_stats.call(device, rm, rv, mean, invstd, eps, count, momentum);
+      for (const auto& [buffer, updated] : {std::pair{running_mean, rm}, std::pair{running_var, rv}}) {
+        if (buffer.dtype() == updated.dtype()) {
+          increment_version(buffer);
+        } else {
+          buffer.copy_(updated);
+        }
+      }
     }
   } else {
     // A copy, so that a later training step updating running_mean in place cannot change
     // what this step's backward uses.
-    mean = running_mean.detach().clone();
-    invstd = kernels::batch_norm_invstd.call(device, running_var, eps);
+    mean = in_channel_dtype(running_mean.detach(), input).clone();
+    invstd = kernels::batch_norm_invstd.call(device, in_channel_dtype(running_var, input), eps);
   }
   Tensor out = empty(input.shape(), input.options());
   kernels::batch_norm_elemt.call(device, input, mean, invstd, weight, bias, out);
 
-  const Shape channel_shape = input.dim() == 4 ? Shape{1, input.size(1), 1, 1} : Shape{1, input.size(1)};
   return record(
       out, "NativeBatchNormBackward", {input, weight, bias},
       [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, use_batch_stats, device,
-       channel_shape, need_input = needs_grad(input), need_weight = needs_grad(weight),
+       need_input = needs_grad(input), need_weight = needs_grad(weight),
        need_bias = needs_grad(bias)](const Tensor& g) {
         const Tensor x = x_saved.unpack(), weight = weight_saved.unpack();
         std::vector<Tensor> grads(3);  // input, weight, bias
@@ -89,9 +114,12 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                                     grads[0]);
           }
         }
-        // In eval mode mean and invstd are constants: the op is a per-channel affine map.
+        // In eval mode mean and invstd are constants: the op is a per-channel affine map, and
+        // its input gradient g * invstd * weight is batch_norm_elemt's pass with mean 0 and no
+        // bias (in g's dtype, rounded once).
         if (need_input && !use_batch_stats) {
-          grads[0] = mul(g, (weight.defined() ? mul(weight, invstd) : invstd).reshape(channel_shape));
+          grads[0] = empty(g.shape(), g.options());
+          kernels::batch_norm_elemt.call(device, g, zeros_like(invstd), invstd, weight, Tensor(), grads[0]);
         }
         return grads;
       });

@@ -19,7 +19,12 @@ namespace lockstep {
 /// (`training` false) running_mean and running_var are used instead. `weight` and `bias`
 /// (C) may be undefined (no affine transform: weight 1, bias 0); running_mean and
 /// running_var (C) may both be undefined, and then the batch statistics are always used.
-/// Gradients flow to input, weight and bias; all tensors share one dtype and device.
+/// Gradients flow to input, weight and bias. All tensors share one device and, for f32 and f64
+/// input, one dtype. An f16 or bf16 input is PyTorch's mixed batch norm: the output has the
+/// input's dtype, the statistics are computed and kept in f32, and the per-channel tensors may
+/// be f32 (as autocast leaves BatchNorm2d) or the input's dtype (a model converted with
+/// `.to(DType::bf16)`; they are converted to f32 for the computation, and 16-bit running
+/// statistics are updated in f32 and rounded back once).
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 

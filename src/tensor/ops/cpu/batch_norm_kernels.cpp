@@ -2,6 +2,10 @@
 // the N runs x[n, c, 0..S). The per-channel reductions run one channel per thread and sum in
 // double; the elementwise passes run one (n, c) row per thread with per-channel coefficients
 // folded in advance, so each element costs one or two multiply-adds.
+//
+// A 16-bit input (T = Half or BFloat16) is PyTorch's mixed batch norm: the per-channel tensors
+// the kernels return are f32 (their type Stat = opmath_t<T> below, which is T itself for f32
+// and f64), and the elementwise passes compute in float and round each output to 16 bits once.
 #include "tensor/ops/cpu/batch_norm_kernels.h"
 
 #include <cmath>
@@ -31,15 +35,18 @@ std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
-  const auto options = x.options();
-  Tensor mean = empty({C}, options), invstd = empty({C}, options);
+  Tensor mean, invstd;  // (C), in the statistics dtype
   const double count = static_cast<double>(N * S);
 
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Stat = opmath_t<T>;
+    const auto options = x.options().dtype(dtype_of<Stat>::value);
+    mean = empty({C}, options);
+    invstd = empty({C}, options);
     const T* in = x.data_ptr<T>();
-    T* m = mean.data_ptr<T>();
-    T* is = invstd.data_ptr<T>();
+    Stat* m = mean.data_ptr<Stat>();
+    Stat* is = invstd.data_ptr<Stat>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t c = 0; c < C; ++c) {
       // Two passes, the mean and then squared deviations from it, avoid the cancellation
@@ -59,8 +66,8 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double ep
         }
       }
       const double var = count > 0 ? squares / count : 0.0;  // biased: what normalisation uses
-      m[c] = static_cast<T>(mu);
-      is[c] = static_cast<T>(1.0 / std::sqrt(var + eps));
+      m[c] = static_cast<Stat>(mu);
+      is[c] = static_cast<Stat>(1.0 / std::sqrt(var + eps));
     }
   });
   return {mean, invstd};
@@ -100,20 +107,21 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
   const std::vector<double> m = mean.to_vector<double>(), is = invstd.to_vector<double>();
   const std::vector<double> w = channel_values(weight, C, 1.0), b = channel_values(bias, C, 0.0);
 
-  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Compute = opmath_t<T>;
     // Fold mean, invstd, weight and bias into y = x * scale + shift, one per channel.
-    std::vector<T> scale(C), shift(C);
+    std::vector<Compute> scale(C), shift(C);
     for (int64_t c = 0; c < C; ++c) {
-      scale[c] = static_cast<T>(w[c] * is[c]);
-      shift[c] = static_cast<T>(b[c] - m[c] * w[c] * is[c]);
+      scale[c] = static_cast<Compute>(w[c] * is[c]);
+      shift[c] = static_cast<Compute>(b[c] - m[c] * w[c] * is[c]);
     }
     const T* in = x.data_ptr<T>();
     T* o = out.data_ptr<T>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
-      const T a = scale[r % C], z = shift[r % C];
-      for (int64_t s = 0; s < S; ++s) o[r * S + s] = in[r * S + s] * a + z;
+      const Compute a = scale[r % C], z = shift[r % C];
+      for (int64_t s = 0; s < S; ++s) o[r * S + s] = static_cast<T>(static_cast<Compute>(in[r * S + s]) * a + z);
     }
   });
 }
@@ -123,15 +131,18 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
   const Tensor g = grad_output.contiguous(), x = input.contiguous();  // g, x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   const std::vector<double> m = mean.to_vector<double>();
-  const auto options = x.options();
-  Tensor sum_dy = empty({C}, options), sum_dy_xmu = empty({C}, options);
+  Tensor sum_dy, sum_dy_xmu;  // (C), in the statistics dtype
 
-  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Stat = opmath_t<T>;
+    const auto options = x.options().dtype(dtype_of<Stat>::value);
+    sum_dy = empty({C}, options);
+    sum_dy_xmu = empty({C}, options);
     const T* dy = g.data_ptr<T>();
     const T* in = x.data_ptr<T>();
-    T* sdy = sum_dy.data_ptr<T>();
-    T* sdx = sum_dy_xmu.data_ptr<T>();
+    Stat* sdy = sum_dy.data_ptr<Stat>();
+    Stat* sdx = sum_dy_xmu.data_ptr<Stat>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t c = 0; c < C; ++c) {
       double a = 0.0, b = 0.0;
@@ -143,8 +154,8 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
           b += d * (static_cast<double>(in[row + s]) - m[c]);
         }
       }
-      sdy[c] = static_cast<T>(a);
-      sdx[c] = static_cast<T>(b);
+      sdy[c] = static_cast<Stat>(a);
+      sdx[c] = static_cast<Stat>(b);
     }
   });
   return {sum_dy, sum_dy_xmu};
@@ -160,16 +171,17 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
   const std::vector<double> sdy = sum_dy.to_vector<double>(), sdx = sum_dy_xmu.to_vector<double>();
   const double n = static_cast<double>(count);
 
-  dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
+  dispatch_floating_and_16bit(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using Compute = opmath_t<T>;
     // Per channel: grad_input = k * (dy - mean_dy - (x - mean) * proj), where k = weight *
     // invstd, mean_dy = sum_dy / n and proj = invstd^2 * sum_dy_xmu / n.
-    std::vector<T> k(C), mean_dy(C), proj(C), mu(C);
+    std::vector<Compute> k(C), mean_dy(C), proj(C), mu(C);
     for (int64_t c = 0; c < C; ++c) {
-      k[c] = static_cast<T>(w[c] * is[c]);
-      mean_dy[c] = static_cast<T>(sdy[c] / n);
-      proj[c] = static_cast<T>(is[c] * is[c] * sdx[c] / n);
-      mu[c] = static_cast<T>(m[c]);
+      k[c] = static_cast<Compute>(w[c] * is[c]);
+      mean_dy[c] = static_cast<Compute>(sdy[c] / n);
+      proj[c] = static_cast<Compute>(is[c] * is[c] * sdx[c] / n);
+      mu[c] = static_cast<Compute>(m[c]);
     }
     const T* dy = g.data_ptr<T>();
     const T* in = x.data_ptr<T>();
@@ -178,7 +190,8 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
     for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
       const int64_t c = r % C;
       for (int64_t s = 0; s < S; ++s) {
-        dx[r * S + s] = k[c] * (dy[r * S + s] - mean_dy[c] - (in[r * S + s] - mu[c]) * proj[c]);
+        const Compute d = static_cast<Compute>(dy[r * S + s]), v = static_cast<Compute>(in[r * S + s]);
+        dx[r * S + s] = static_cast<T>(k[c] * (d - mean_dy[c] - (v - mu[c]) * proj[c]));
       }
     }
   });
