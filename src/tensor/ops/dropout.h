@@ -13,7 +13,8 @@ namespace lockstep {
 /// `generator` (the default generator if null), one uniform number per element in row-major
 /// order, so a seed fixes the mask. When `p` is 0 or `training` is false the input itself is
 /// returned; p = 1 gives zeros. The gradient is the output gradient times the same scaled mask.
-/// `p` must lie in [0, 1].
+/// `p` must lie in [0, 1]. The mask and the output have the input's dtype: dropout of a bf16
+/// tensor is bf16, its survivors multiplied by the scale rounded to bf16.
 Tensor dropout(const Tensor& input, double p, bool training, Generator* generator = nullptr);
 
 }  // namespace lockstep

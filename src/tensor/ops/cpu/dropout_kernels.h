@@ -9,9 +9,11 @@
 
 namespace lockstep::cpu {
 
-/// Writes dropout's mask into `mask` (floating, any layout): element i is `scale` where kept
-/// and 0 where dropped. Element i is kept when the i-th uniform float64 drawn from `generator`
-/// (the default generator if null), in row-major order, is below 1 - p: probability 1 - p.
+/// Writes dropout's mask into `mask` (floating, any layout, f16 and bf16 included): element i
+/// is `scale` (rounded to the mask's dtype) where kept and 0 where dropped. Element i is kept
+/// when the i-th uniform float64 drawn from `generator` (the default generator if null), in
+/// row-major order, is below 1 - p: probability 1 - p. The draws do not depend on the mask's
+/// dtype, so one seed drops the same elements in f32 and in bf16.
 void dropout_mask_kernel(const Tensor& mask, double p, double scale, Generator* generator);
 
 }  // namespace lockstep::cpu
