@@ -122,15 +122,34 @@ TEST(Elementwise, BroadcastGradientsAreSummed) {
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return sub(x[1], x[0]); }, {big, row}));
 }
 
+// Two floating dtypes promote to the wider one, as in PyTorch: f32 with f64 gives f64, a 16-bit
+// type with f32 gives f32, and f16 with bf16 (neither holds the other) gives f32.
+TEST(Elementwise, FloatingDtypesPromoteToTheWiderOne) {
+  const Tensor a = full({2}, 1.5), d = full({2}, 0.25, TensorOptions().dtype(DType::f64));
+  const Tensor h = a.to(DType::f16), b = a.to(DType::bf16);
+  EXPECT_EQ(mul(a, d).dtype(), DType::f64);
+  EXPECT_EQ(mul(a, d).to_vector<double>(), (std::vector<double>{0.375, 0.375}));
+  EXPECT_EQ(add(b, a).dtype(), DType::f32);
+  EXPECT_EQ(sub(a, h).dtype(), DType::f32);
+  EXPECT_EQ(div(h, b).dtype(), DType::f32);
+  EXPECT_EQ(add(b, b).dtype(), DType::bf16);
+  // The gradient reaches each input in its own dtype.
+  const Tensor x = full({2}, 2.0, TensorOptions().requires_grad(true)).to(DType::bf16);
+  const Tensor w = full({2}, 3.0, TensorOptions().requires_grad(true));
+  sum(mul(x, w)).backward();
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2.0f, 2.0f}));
+}
+
 TEST(Elementwise, Errors) {
   Tensor a = ones({2, 3});
   EXPECT_EQ(error_message([&] { add(a, ones({4})); }),
             "add: shapes [2, 3] and [4] cannot be broadcast (dimension 1 has sizes 3 and 4)");
-  expect_error([&] { mul(a, ones({2, 3}, TensorOptions().dtype(DType::f64))); },
-               "mul: expected all tensors to have the same dtype, got f32 and f64");
+  expect_error([&] { mul(a, ones({2, 3}, TensorOptions().dtype(DType::i64))); },
+               "mul: expected all tensors to have the same dtype, got f32 and i64");
   EXPECT_THROW(add(a, Tensor()), Error);
-  expect_error([] { exp(from_vector(std::vector<int64_t>{1}, {1})); }, "exp: expected a f32 or f64 tensor, got i64");
-  expect_error([] { add(from_vector(std::vector<int64_t>{1}, {1}), from_vector(std::vector<int64_t>{1}, {1})); }, "add: expected a f32 or f64 tensor");
+  expect_error([] { exp(from_vector(std::vector<int64_t>{1}, {1})); }, "exp: expected a floating tensor, got i64");
+  expect_error([] { add(from_vector(std::vector<int64_t>{1}, {1}), from_vector(std::vector<int64_t>{1}, {1})); }, "add: expected a floating tensor, got i64");
 }
 
 TEST(Reduce, SumAndMeanOverDims) {

@@ -180,7 +180,7 @@ TEST(Matmul, ErrorMessages) {
       [] {
         matmul(zeros({2, 2}, TensorOptions().dtype(DType::i64)), zeros({2, 2}, TensorOptions().dtype(DType::i64)));
       },
-      "matmul: expected a f32 or f64 tensor");
+      "matmul: expected a floating tensor, got i64");
 }
 
 TEST(Linear, MatchesNaiveLoops) {

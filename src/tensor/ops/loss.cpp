@@ -1,5 +1,6 @@
 #include "tensor/ops/loss.h"
 
+#include "tensor/autocast.h"
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
@@ -36,7 +37,9 @@ void check_classification(const char* op, const char* what, const Tensor& input,
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+// Both losses are on autocast's f32 list: a mean of many logarithms, which 16 bits would blur.
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target) {
+  const Tensor logits = autocast::to_f32(logits_in);
   check_classification("cross_entropy", "logits", logits, target);
   const TensorOptions options = logits.options();
   Tensor log_probs = empty(logits.shape(), options);
@@ -53,7 +56,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   });
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target) {
+  const Tensor log_probs = autocast::to_f32(log_probs_in);
   check_classification("nll_loss", "log_probs", log_probs, target);
   Tensor loss = empty({}, log_probs.options());
   kernels::nll_loss.call(loss.device(), log_probs.detach(), target, loss);

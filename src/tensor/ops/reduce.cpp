@@ -1,5 +1,6 @@
 #include "tensor/ops/reduce.h"
 
+#include "tensor/autocast.h"
 #include "tensor/autograd/node.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
@@ -35,8 +36,11 @@ Shape reduced_shape(const Tensor& a, const std::vector<bool>& mask, bool keepdim
 
 }  // namespace
 
-Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
-  check_defined("sum", {&a});
+// sum and mean are on autocast's f32 list: in a region a 16-bit input is summed into an f32
+// result, which keeps its precision for whatever is computed from it.
+Tensor sum(const Tensor& a_in, const Shape& dims, bool keepdim) {
+  check_defined("sum", {&a_in});
+  const Tensor a = autocast::to_f32(a_in);
   const std::vector<bool> mask = reduce_mask("sum", a, dims);
   const Shape kept = reduced_shape(a, mask, true);
   // Integer and bool sums are i64 (counting true values is how accuracy is computed).
@@ -52,8 +56,9 @@ Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
 
 Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
-Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
-  check_defined("mean", {&a});
+Tensor mean(const Tensor& a_in, const Shape& dims, bool keepdim) {
+  check_defined("mean", {&a_in});
+  const Tensor a = autocast::to_f32(a_in);
   // A 16-bit mean is taken in f32 and rounded once, as PyTorch's CPU mean does: an f16 sum can
   // overflow where the mean would not, and bf16 cannot even hold a count above 256 exactly.
   if (a.dtype() == DType::f16 || a.dtype() == DType::bf16) return mean(a.to(DType::f32), dims, keepdim).to(a.dtype());

@@ -1,5 +1,6 @@
 #include "tensor/ops/softmax.h"
 
+#include "tensor/autocast.h"
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/ops/checks.h"
@@ -10,8 +11,10 @@ namespace lockstep {
 namespace {
 
 // softmax (log = false) or log_softmax (log = true): one kernel forward, one kernel backward.
-Tensor softmax_op(const char* name, const char* backward_name, bool log, const Tensor& a, int64_t dim) {
-  check_defined(name, {&a});
+// Both are on autocast's f32 list: exponentials of 16-bit inputs lose too much.
+Tensor softmax_op(const char* name, const char* backward_name, bool log, const Tensor& a_in, int64_t dim) {
+  check_defined(name, {&a_in});
+  const Tensor a = autocast::to_f32(a_in);
   const int64_t d = normalize_dim(name, dim, a.dim());
   Tensor out = empty(a.shape(), a.options());
   kernels::softmax.call(out.device(), a.detach(), d, log, out);
