@@ -1,0 +1,259 @@
+// Chapter 5: mixed precision — chapter 4's DistributedDataParallel training with the forward
+// pass under autocast (bf16 or f16 matmuls and convolutions, f32 master weights) and, for f16,
+// dynamic loss scaling with a GradScaler whose skipped steps every rank agrees on.
+// Run: make chapter5 && ./chapter5, or mpirun -n 2 ./chapter5
+#include <cstdio>
+#include <limits>
+#include <thread>
+
+#include "common/device_choice.h"
+#include "common/distributed_evaluation.h"
+#include "common/named_datasets.h"
+#include "common/program.h"
+#include "common/step_metrics.h"
+#include "lockstep.h"
+#include "tensor/ops/cpu/gemm_bf16.h"
+#include "util/timer.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Options {
+  std::string model = "cnn";
+  std::string dataset = "fashion-mnist";
+  std::string device = "auto";
+  std::string backend = "auto";
+  std::string amp = "auto";
+  std::string scaler = "auto";
+  std::string comm_hook = "none";
+  int epochs = 2;
+  int64_t max_steps = 0;
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int threads = 0;
+  double init_scale = 65536.0;
+  int64_t growth_interval = 2000;
+  int64_t inf_at_step = 0;
+  int inf_on_rank = 0;
+  std::string data;
+  std::string metrics;
+};
+
+// What --amp and --scaler resolve to on `device`.
+struct Precision {
+  bool autocast = false;
+  DType dtype = DType::f32;  // the region's dtype when autocast is on
+  bool scaler = false;
+  std::string name;          // "off", "bf16" or "f16"
+};
+
+//! [precision]
+// --amp auto is PyTorch's default per device: bf16 on a CPU (f16 has no fast arithmetic on
+// most CPUs), f16 on a GPU (every tensor core has it). --scaler auto scales the loss for f16
+// only: bf16 has f32's exponent range, so its gradients do not underflow.
+Precision resolve_precision(const Options& o, Device device) {
+  Precision p;
+  p.name = o.amp == "auto" ? (device.is_cuda() ? "f16" : "bf16") : o.amp;
+  p.autocast = p.name != "off";
+  p.dtype = p.name == "bf16" ? DType::bf16 : p.name == "f16" ? DType::f16 : DType::f32;
+  p.scaler = o.scaler == "auto" ? p.name == "f16" : o.scaler == "on";
+  return p;
+}
+//! [precision]
+
+// One line saying what computes the 16-bit products on this device.
+std::string precision_line(const Precision& p, Device device) {
+  if (!p.autocast) return "amp: off (f32 everywhere)";
+  std::string line = "amp: " + p.name + " autocast on " + (device.is_cuda() ? "cuda" : "cpu") + ", ";
+  if (device.is_cuda()) {
+    line += "16-bit GEMMs on tensor cores (cublasGemmEx, f32 sums)";
+  } else if (p.dtype == DType::bf16) {
+    line += std::string("16-bit GEMMs on the ") + cpu::gemm_bf16_path() + " path";
+  } else {
+    line += "f16 widened to f32 for the GEMMs (this CPU has no f16 arithmetic: slower than --amp off)";
+  }
+  return line + "; loss scaling " + (p.scaler ? "on" : "off");
+}
+
+CommHook parse_comm_hook(const std::string& name) {
+  return name == "fp16" ? CommHook::fp16_compress : name == "bf16" ? CommHook::bf16_compress : CommHook::none;
+}
+
+int run(const Options& o) {
+  // 1. Chapter 4's start: ranks, threads, device, process group.
+  const LaunchInfo launch = detect_launch();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
+  const DeviceChoice choice = resolve_device(o.device, launch.local_rank, launch.local_world_size);
+  const Device device = choice.device;
+  const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
+  if (device.is_cuda()) cuda::set_device(device);
+  ProcessGroup& group = *init_process_group(backend, device);
+  log_rank(choice.start_line());
+  print_rank0("world: " + std::to_string(group.size()) + " rank(s), backend " + group.backend_name() + ", " +
+              std::to_string(get_num_threads()) + " thread(s) per rank");
+  LOCKSTEP_CHECK(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
+                 ": the job has only ", group.size(), " rank(s), numbered from 0");
+
+  const Precision precision = resolve_precision(o, device);
+  print_rank0(precision_line(precision, device));
+
+  check_model_fits_dataset(o.model, o.dataset);
+  StepMetrics metrics(group.rank() == 0 ? o.metrics : "", {"scale", "skipped"});
+  const TrainTestSets data = load_train_test(o.dataset, o.data);
+
+  // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
+  //    they are the master weights; autocast casts them for each forward pass.
+  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
+  std::shared_ptr<Module> model = make_model(o.model);
+  model->to(device);
+  const CommHook hook = parse_comm_hook(o.comm_hook);
+  auto ddp = std::make_shared<DistributedDataParallel>(model, DistributedDataParallelOptions().comm_hook(hook));
+  int64_t wire_bytes = 0;
+  for (const BucketSummary& bucket : ddp->buckets()) wire_bytes += bucket.comm_bytes;
+  print_rank0("gradients: " + comm_hook_name(hook) + ", " + std::to_string(wire_bytes) + " bytes per rank per step");
+
+  auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
+                                                      DistributedSamplerOptions().seed(o.seed));
+  DataLoader loader(data.train, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  SGD optimizer(ddp->parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  //! [scaler]
+  // 3. The scaler. Disabled (bf16, or --amp off), it passes everything through: scale(loss) is
+  //    the loss, step() always steps.
+  GradScaler scaler(GradScalerOptions()
+                        .enabled(precision.scaler)
+                        .init_scale(o.init_scale)
+                        .growth_interval(o.growth_interval));
+  //! [scaler]
+
+  int64_t step = 0, samples = 0, skipped = 0;
+  double train_seconds = 0.0;
+  Tensor loss;
+  Evaluation result;
+  int epoch = 0;
+  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+    sampler->set_epoch(epoch);
+    ++epoch;
+    ddp->train();
+    const Tensor epoch_loss = zeros({}, TensorOptions().device(device));
+    int64_t epoch_steps = 0, epoch_skipped = 0;
+    Timer timer;
+    for (const Batch& batch : loader) {
+      const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
+      const Tensor targets = batch.targets.to(device, true);  // targets: (B)
+      ++step;
+      //! [loop]
+      // 4. The forward pass under autocast: convolutions and linear layers in 16 bits, the
+      //    loss in f32 (cross_entropy is on autocast's f32 list). Backward runs outside it.
+      {
+        const AutocastGuard autocast(device.type(), precision.autocast ? precision.dtype : DType::bf16,
+                                     precision.autocast);
+        loss = cross_entropy((*ddp)(inputs), targets);  // loss: f32
+      }
+      optimizer.zero_grad();
+      Tensor scaled = scaler.scale(loss);
+      // --inf-at-step: this rank's gradients overflow, as if its scaled loss had been too large.
+      if (step == o.inf_at_step && group.rank() == o.inf_on_rank) {
+        scaled = scaled * scalar_like(std::numeric_limits<double>::infinity(), scaled);
+      }
+      scaled.backward();                           // DDP all-reduces the (scaled, f32) gradients
+      const bool stepped = scaler.step(optimizer);  // unscales; skips on any inf or NaN
+      scaler.update();                              // halves the scale after a skip
+      //! [loop]
+      if (!stepped) {
+        ++skipped;
+        ++epoch_skipped;
+        log_rank("step " + std::to_string(step) + " skipped: a gradient was inf or NaN; the scale is now " +
+                 std::to_string(static_cast<long long>(scaler.get_scale())));
+      }
+      epoch_loss.add_(loss.detach());
+      ++epoch_steps;
+      samples += targets.numel();
+      metrics.record(step, epoch, loss, timer, {scaler.get_scale(), stepped ? 0.0 : 1.0});
+      if (o.max_steps > 0 && step >= o.max_steps) break;
+    }
+    loss.item();  // wait for the device, so the time is the work's
+    train_seconds += timer.seconds();
+
+    // 5. Every rank must hold the same weights and the same scale, through any skipped step.
+    const InSyncReport sync = check_in_sync(ddp->module(), group);
+    LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
+    {
+      const AutocastGuard autocast(device.type(), precision.autocast ? precision.dtype : DType::bf16,
+                                   precision.autocast);
+      result = evaluate(ddp->module(), data.test, group, device);
+    }
+    char line[240];
+    std::snprintf(line, sizeof line,
+                  "epoch %d: loss %.4f, test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s", epoch,
+                  epoch_loss.item() / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
+                  static_cast<long long>(epoch_skipped), static_cast<long long>(epoch_steps),
+                  checksum_hex(sync.checksum).c_str());
+    log_rank(line);
+  }
+
+  // 6. Throughput over all ranks, as in chapter 4.
+  const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
+                                    TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(totals, ReduceOp::Sum);
+  const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(slowest, ReduceOp::Max);
+  const std::vector<double> summed = totals.to(Device::cpu()).to_vector<double>();
+  print_rank0(ResultLine(5).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
+                  .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
+                  .add("samples_per_s", summed[0] / slowest.item()).add("epoch_s", slowest.item() / epoch)
+                  .add("test_acc", result.accuracy).add("final_loss", summed[1] / group.size())
+                  .add("amp", precision.name).add("skipped_steps", skipped).add("final_scale", scaler.get_scale())
+                  .add("comm_hook", comm_hook_name(hook)).add("backend", group.backend_name())
+                  .add("threads", get_num_threads()).str());
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Chapter 5: mixed precision (autocast, GradScaler) under DDP (run alone or with mpirun -n N)",
+               "chapter5");
+  Options o;
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
+      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
+  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
+                                       "rank, else cpu), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  app.add_option("--amp", o.amp, "autocast dtype: auto (bf16 on the CPU, f16 on CUDA), bf16, f16, or off (f32)")
+      ->check(CLI::IsMember({"auto", "bf16", "f16", "off"}));
+  app.add_option("--scaler", o.scaler, "loss scaling (GradScaler): auto (on for f16), on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--comm-hook", o.comm_hook, "send gradients as they are (none), or compressed to fp16 or bf16 "
+                                             "(PyTorch's fp16_compress_hook / bf16_compress_hook)")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
+  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
+      ->check(non_negative_number());
+  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
+  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r");
+  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+      ->check(non_negative_number());
+  app.add_option("--init-scale", o.init_scale, "the GradScaler's first scale")->check(positive_number());
+  app.add_option("--growth-interval", o.growth_interval, "clean steps in a row before the scale doubles")
+      ->check(positive_number());
+  app.add_option("--inf-at-step", o.inf_at_step, "make the gradients of step N (from 1) inf on one rank, to watch "
+                                                 "the step being skipped everywhere (0: never)")
+      ->check(non_negative_number());
+  app.add_option("--inf-on-rank", o.inf_on_rank, "the rank whose gradients --inf-at-step makes inf")
+      ->check(non_negative_number());
+  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
+                                   "data/, /usr/share/datasets/fashion-mnist)");
+  add_metrics_flag(app, o.metrics);
+  return run_program(app, argc, argv, [&] { return run(o); });
+}
