@@ -15,7 +15,14 @@ DataLoader pins on its worker thread), and the timers are read only after
 torch.cuda.synchronize(). The math is plain f32 as in Lockstep, whose cuBLAS GEMMs use no TF32:
 PyTorch's default of TF32 convolutions on Ampere and newer GPUs (torch.backends.cudnn.allow_tf32)
 is turned off unless --tf32 is given.
+
+With --amp bf16 (or f16) the forward pass runs under torch.autocast(device, dtype), as chapter5
+--amp does: convolutions and linear layers in 16 bits, the loss in f32, f32 master weights; f16
+adds a torch.cuda.amp.GradScaler (on the CPU f16 autocast is refused by PyTorch 1.13). The
+RESULT line then carries amp=bf16 or amp=f16, and the benchmark of chapter 5
+(tests/bench/amp_benchmarks.sh) reads it beside chapter5's.
 """
+import contextlib
 import argparse
 import gzip
 import os
@@ -88,7 +95,10 @@ def main():
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--tf32", action="store_true", help="on a GPU, let convolutions use TF32 (PyTorch's default)")
+    p.add_argument("--amp", default="off", choices=["off", "bf16", "f16"], help="autocast dtype (off: f32)")
     a = p.parse_args()
+    if a.amp == "f16" and a.device == "cpu":
+        sys.exit("chapter2_torch: --amp f16 on the CPU: PyTorch 1.13's CPU autocast supports only bf16")
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("chapter2_torch: --device cuda, but this PyTorch sees no CUDA device")
     torch.backends.cudnn.allow_tf32 = a.tf32
@@ -102,6 +112,15 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     shuffle = torch.Generator().manual_seed(a.seed)
     on_gpu = device.type == "cuda"
+    amp_dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.amp)
+    # f16 needs loss scaling; bf16 (f32's exponent range) does not. Disabled, it passes through.
+    scaler = torch.cuda.amp.GradScaler(enabled=a.amp == "f16")
+
+    def autocast():
+        # The forward pass's region, as in chapter5; a no-op context for f32.
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=amp_dtype)
 
     def to_device(t):
         # On a GPU, like chapter2's DataLoader(pin_memory) and to(device, non_blocking=true).
@@ -123,10 +142,12 @@ def main():
         for i in range(0, len(order), a.batch_size):
             idx = order[i:i + a.batch_size]
             x, y = to_device(train_x[idx]), to_device(train_y[idx])
-            loss = F.cross_entropy(model(x), y)
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
-            loss.backward()
-            opt.step()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
             samples += len(idx)
             steps += 1
             if a.max_steps and steps >= a.max_steps:
@@ -137,7 +158,7 @@ def main():
         train_seconds += epoch_seconds
         model.eval()
         correct = 0
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for i in range(0, len(test_x), 1000):
                 pred = model(to_device(test_x[i:i + 1000])).argmax(1)
                 correct += (pred == to_device(test_y[i:i + 1000])).sum().item()
@@ -147,7 +168,7 @@ def main():
             break
     print(f"RESULT chapter=2 model={a.model} device={device_name} world=1 epochs={epoch} batch={a.batch_size} "
           f"samples_per_s={samples / train_seconds:.1f} epoch_s={train_seconds / epoch:.3f} test_acc={acc:.4f} "
-          f"final_loss={loss_value:.4f} framework=pytorch-{torch.__version__}")
+          f"final_loss={loss_value:.4f} amp={a.amp} framework=pytorch-{torch.__version__}")
 
 
 if __name__ == "__main__":
