@@ -1,6 +1,6 @@
 # Runs a program with --metrics and checks the CSV it wrote: the header, then one row per
 # training step, numbered 1..STEPS, each with four numbers and one more per EXTRA column.
-#   cmake -DPROGRAM=path "-DARGS=--a;--b" -DCSV=file -DSTEPS=n ["-DEXTRA=scale;skipped"] -P check_metrics_csv.cmake
+#   cmake -DPROGRAM=path "-DARGS=--a;--b" -DCSV=file -DSTEPS=n [-DEXTRA=scale,skipped] -P check_metrics_csv.cmake
 file(REMOVE ${CSV})
 execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT status EQUAL 0)
@@ -18,7 +18,8 @@ endif()
 set(columns "step,epoch,loss,seconds")
 set(number "[-+0-9.e]+")
 set(extra_numbers "")
-foreach(column ${EXTRA})
+string(REPLACE "," ";" extra_columns "${EXTRA}")
+foreach(column ${extra_columns})
   string(APPEND columns ",${column}")
   string(APPEND extra_numbers ",${number}")
 endforeach()
