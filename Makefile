@@ -151,9 +151,9 @@ figures: configure mpirun-as-root
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 sampler_indices
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 sampler_indices
 	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
-	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures
+	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures
 	$(FIGURE_PYTHON)/matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
 	$(BUILD_DIR)/chapter2 --device cpu --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
 	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
@@ -170,3 +170,6 @@ figures: configure mpirun-as-root
 	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --epochs 1 --metrics $(FIGURE_RUNS)/ch4-2ranks.csv > $(FIGURE_RUNS)/ch4-2ranks.log
 	$(FIGURE_PYTHON)/loss_1_vs_2_ranks.py $(FIGURE_RUNS)/ch4-1rank.csv $(FIGURE_RUNS)/ch4-2ranks.csv \
 	  chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg
+	$(BUILD_DIR)/chapter5 --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
+	  --metrics $(FIGURE_RUNS)/ch5-f16.csv > $(FIGURE_RUNS)/ch5-f16.log
+	$(FIGURE_PYTHON)/loss_scale.py $(FIGURE_RUNS)/ch5-f16.csv chapters/ch05_mixed_precision/figures/loss_scale.svg 300

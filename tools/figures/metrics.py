@@ -1,14 +1,15 @@
-"""Reading what the chapters write with --metrics (step,epoch,loss,seconds) and their
-'epoch N: ... test_acc X' lines."""
+"""Reading what the chapters write with --metrics (step,epoch,loss,seconds, and chapter 5's
+scale,skipped) and their 'epoch N: ... test_acc X' lines."""
 import csv
 import re
 
 
 def steps(path):
-    """The rows of a --metrics CSV as dicts of numbers: step, epoch, loss, seconds."""
+    """The rows of a --metrics CSV as dicts of numbers: step and epoch as ints, every other
+    column (loss, seconds, and any a chapter adds) as floats."""
     with open(path) as f:
-        return [{"step": int(r["step"]), "epoch": int(r["epoch"]), "loss": float(r["loss"]),
-                 "seconds": float(r["seconds"])} for r in csv.DictReader(f)]
+        return [{key: int(value) if key in ("step", "epoch") else float(value) for key, value in r.items()}
+                for r in csv.DictReader(f)]
 
 
 def test_accuracy(log_path):
