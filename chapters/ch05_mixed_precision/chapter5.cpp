@@ -188,7 +188,7 @@ int run(const Options& o) {
     }
     char line[240];
     std::snprintf(line, sizeof line,
-                  "epoch %d: loss %.4f, test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s", epoch,
+                  "epoch %d: loss %.4f (own batches), test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s", epoch,
                   epoch_loss.item() / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
                   static_cast<long long>(epoch_skipped), static_cast<long long>(epoch_steps),
                   checksum_hex(sync.checksum).c_str());
