@@ -13,6 +13,10 @@
 #include "tensor/strided_loop.h"
 #include "tensor/ops/max_rule.h"
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 namespace lockstep::cpu {
 
 namespace {
@@ -43,6 +47,113 @@ void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* ou
   }
 }
 
+#ifdef __AVX512F__
+
+// GCC 12 warns, wrongly, that the "undefined" vector that its own headers pass to several
+// AVX-512 intrinsics (shifts, widening, extracts) may be used uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The 2x2, stride-2 plane with AVX-512, for f32 and bf16: the same winners by the same rule as
+// max_pool_2x2_plane, 16 outputs at a time. The scalar loop reads four values and writes two
+// per output and cannot be vectorised by the compiler (strided pairs, a select chain), so it
+// spends longer on the CNN's first pooling than the second convolution's GEMMs on its bf16
+// operands (tests/bench/README.md). Here one output row's 16 windows cost two (f32) or one
+// (bf16) load per input row and a few compares and blends.
+//
+// load_pairs reads 2 * count values from an input row (count <= 16) and splits them into the
+// windows' left columns (`even`, the values at 2 ow) and right columns (`odd`, at 2 ow + 1) as
+// 16 floats each; lanes past count read nothing and hold 0. store_max writes the 16 maxima.
+void load_pairs(const float* row, int count, __m512& even, __m512& odd) {
+  // 32 values in two registers; vpermt2ps gathers the even and the odd positions of both.
+  const __mmask16 lo = static_cast<__mmask16>((1u << std::min(2 * count, 16)) - 1);
+  const __mmask16 hi = static_cast<__mmask16>((1u << std::max(2 * count - 16, 0)) - 1);
+  const __m512 a = _mm512_maskz_loadu_ps(lo, row);
+  const __m512 b = _mm512_maskz_loadu_ps(hi, row + 16);
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  even = _mm512_permutex2var_ps(a, evens, b);
+  odd = _mm512_permutex2var_ps(a, odds, b);
+}
+
+void load_pairs(const BFloat16* row, int count, __m512& even, __m512& odd) {
+  // 32 bf16 values fill one register, and each 32-bit lane already holds one window's pair:
+  // the even value in its low half and the odd one in its high half. A bf16 value is the top
+  // half of the float with the same value, so shifting and masking widen both exactly.
+  const __m512i pairs = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << count) - 1), row);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+void store_max(__m512 best, int count, float* out) {
+  _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << count) - 1), best);
+}
+
+void store_max(__m512 best, int count, BFloat16* out) {
+  // Each maximum is one of the plane's bf16 values, so its top half is that value; a NaN gets
+  // its quiet bit set, as the conversion of one value (float_to_bfloat16_bits) does.
+  const __mmask16 nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+  __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(best), 16);
+  bits = _mm512_mask_or_epi32(bits, nan, bits, _mm512_set1_epi32(0x40));
+  _mm512_mask_cvtepi32_storeu_epi16(out, static_cast<__mmask16>((1u << count) - 1), bits);
+}
+
+template <class T>
+void max_pool_2x2_plane_avx512(const T* plane, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* out_index) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const T* top = plane + 2 * oh * W;  // the windows' first row
+    for (int64_t ow = 0; ow < OW; ow += 16) {
+      const int count = static_cast<int>(std::min<int64_t>(16, OW - ow));
+      // The four candidates of each window, in row-major order.
+      __m512 candidate[4];
+      load_pairs(top + 2 * ow, count, candidate[0], candidate[1]);
+      load_pairs(top + W + 2 * ow, count, candidate[2], candidate[3]);
+      // The winner's index in the plane: the window's first element (top + 2 ow), plus 1 for a
+      // right column and W for the lower row. Indices are formed in 32 bits (the caller checks
+      // that a plane fits) and widened on the store.
+      const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(2 * (oh * W + ow))),
+                                             _mm512_slli_epi32(lane, 1));
+      const int offset[4] = {0, 1, static_cast<int>(W), static_cast<int>(W) + 1};
+      __m512 best = candidate[0];
+      __m512i index = first;
+      for (int j = 1; j < 4; ++j) {
+        // pool_max_beats, lane by lane: larger, or a NaN.
+        const __mmask16 wins = _mm512_cmp_ps_mask(candidate[j], best, _CMP_GT_OQ) |
+                               _mm512_cmp_ps_mask(candidate[j], candidate[j], _CMP_UNORD_Q);
+        best = _mm512_mask_blend_ps(wins, best, candidate[j]);
+        index = _mm512_mask_add_epi32(index, wins, first, _mm512_set1_epi32(offset[j]));
+      }
+      store_max(best, count, out + oh * OW + ow);
+      int64_t* idx = out_index + oh * OW + ow;
+      _mm512_mask_storeu_epi64(idx, static_cast<__mmask8>((1u << std::min(count, 8)) - 1),
+                               _mm512_cvtepi32_epi64(_mm512_castsi512_si256(index)));
+      if (count > 8) {
+        _mm512_mask_storeu_epi64(idx + 8, static_cast<__mmask8>((1u << (count - 8)) - 1),
+                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(index, 1)));
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#endif  // __AVX512F__
+
+// The 2x2, stride-2 plane: with AVX-512 for the types it has a loader for, else the portable loop.
+template <class T>
+void max_pool_2x2(const T* plane, [[maybe_unused]] int64_t H, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* out_index) {
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+    if (H * W <= std::numeric_limits<int32_t>::max()) {
+      max_pool_2x2_plane_avx512(plane, W, OH, OW, out, out_index);
+      return;
+    }
+  }
+#endif
+  max_pool_2x2_plane(plane, W, OH, OW, out, out_index);
+}
+
 }  // namespace
 
 void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding, const Tensor& out,
@@ -64,7 +175,7 @@ void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride,
     for (int64_t p = 0; p < planes; ++p) {
       const T* plane = in + p * H * W;
       if (two_by_two) {
-        max_pool_2x2_plane(plane, W, OH, OW, o + p * OH * OW, idx + p * OH * OW);
+        max_pool_2x2(plane, H, W, OH, OW, o + p * OH * OW, idx + p * OH * OW);
         continue;
       }
       for (int64_t oh = 0; oh < OH; ++oh) {
