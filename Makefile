@@ -21,7 +21,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp $(CHAPTERS)
+.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp $(CHAPTERS)
 
 all: build
 
@@ -35,6 +35,7 @@ help:
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
+	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
 	@echo "make clean      remove build/ and the copied chapter programs"
@@ -133,6 +134,12 @@ gpu-deps:
 # Chapter 4's benchmarks (scaling over 2 ranks, bucketed vs raw all-reduce, overlap); not tests.
 bench-ddp: build
 	@tests/bench/ddp_benchmarks.sh $(BUILD_DIR)
+
+# Needs Debian's python3-torch (apt-get install python3-torch libopenblas0-pthread).
+ROUNDS ?= 3
+bench-amp: build
+	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "bench-amp needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	@TORCH_PYTHON=$(TORCH_PYTHON) tests/bench/amp_benchmarks.sh $(BUILD_DIR) $(ROUNDS)
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
