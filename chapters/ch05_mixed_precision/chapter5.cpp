@@ -179,6 +179,8 @@ int run(const Options& o) {
     train_seconds += timer.seconds();
 
     // 5. Every rank must hold the same weights and the same scale, through any skipped step.
+    //    BatchNorm's running statistics are made rank 0's first, as in chapter 4.
+    ddp->sync_buffers();
     const InSyncReport sync = check_in_sync(ddp->module(), group);
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
     {

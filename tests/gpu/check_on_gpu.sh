@@ -182,6 +182,18 @@ step chapter4_nccl_2_refused nccl_refused_for_two_ranks_on_one_gpu
 # Chapter 4 on this machine's CPU, with its threads shared between two ranks: it must print the
 # weight checksum chapter 4's page printed with one thread per rank on a 2-core machine.
 step chapter4_cpu succeeds_printing "epoch 2: checksum 5c3f90a9cfb7ead5" mpirun -n 2 "$BUILD/chapter4"
+# Chapter 5 on the GPU: f16 autocast with a GradScaler (the default there) and bf16 beside f32,
+# one rank over NCCL; an inf injected on rank 1 of two ranks sharing the GPU over MPI must be
+# skipped by both (the program stops if their weights differ); PyTorch's autocast on the same GPU.
+CH5=(--device cuda --epochs 2 --batch-size 64 --lr 0.05)
+step chapter5_f16_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl "${CH5[@]}"
+step chapter5_bf16_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl --amp bf16 "${CH5[@]}"
+step chapter5_f32_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl --amp off "${CH5[@]}"
+step chapter5_inf_mpi_2 succeeds_printing "skipped_steps=1 final_scale=512 " \
+  mpirun -n 2 "$BUILD/chapter5" --backend mpi --device cuda --amp f16 --init-scale 1024 --model mlp --max-steps 20 \
+  --inf-at-step 10 --inf-on-rank 1
+step chapter5_resnet_f16_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl "${RESNET[@]}"
+step torch_amp_cuda python3 tests/reference/chapter2_torch.py --device cuda --amp f16 "${TRAIN[@]}"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 step bench_gemm_16bit "$BUILD/tests/bench_cuda_gemm_16bit"
