@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "core/cuda/context.h"
 #include "core/error.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/tensor.h"
@@ -49,6 +50,14 @@ size_t autocast_cache_size() { return state.cache.size(); }
 AutocastGuard::AutocastGuard(DeviceType device_type, DType dtype, bool enabled) : device_type_(device_type) {
   LOCKSTEP_CHECK(dtype == DType::bf16 || dtype == DType::f16, "autocast: the dtype must be bf16 or f16, got ",
                  dtype_name(dtype));
+  // As PyTorch does: a GPU without bf16 tensor cores is refused at the region, not at its first
+  // matmul deep inside a model.
+  if (enabled && device_type == DeviceType::CUDA && dtype == DType::bf16 && cuda_device_count() > 0) {
+    const Device gpu = cuda::current_device();
+    const int capability = cuda::compute_capability(gpu);
+    LOCKSTEP_CHECK(capability >= 80, "autocast: ", gpu, " (", cuda::device_name(gpu), ") has compute capability ",
+                   capability / 10, ".", capability % 10, "; bf16 needs 8.0 (Ampere) or newer: use DType::f16");
+  }
   Setting& s = setting(device_type);
   previous_enabled_ = s.enabled;
   previous_dtype_ = s.dtype;

@@ -113,4 +113,12 @@ std::string device_name(Device device) {
   return properties.name;
 }
 
+int compute_capability(Device device) {
+  check_device(device, "compute_capability");
+  int major = 0, minor = 0;
+  LOCKSTEP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
+  LOCKSTEP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
+  return major * 10 + minor;
+}
+
 }  // namespace lockstep::cuda

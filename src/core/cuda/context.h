@@ -48,5 +48,8 @@ LOCKSTEP_CUDA_FN(void stream_wait(Device device, StreamHandle waiting, StreamHan
 LOCKSTEP_CUDA_FN(void synchronize(Device device))
 /// The GPU's name as the driver reports it, e.g. "NVIDIA H100 80GB HBM3".
 LOCKSTEP_CUDA_FN(std::string device_name(Device device))
+/// The GPU's compute capability as major * 10 + minor, e.g. 90 for an H100 (sm_90), 75 for a
+/// T4 (`torch.cuda.get_device_capability`). bf16 tensor cores need 80 (Ampere) or more.
+LOCKSTEP_CUDA_FN(int compute_capability(Device device))
 
 }  // namespace lockstep::cuda
