@@ -3,10 +3,10 @@
 // Run: make chapter4 && mpirun -n 2 ./chapter4
 #include <cstdio>
 #include <iostream>
-#include <thread>
 
 #include "common/device_choice.h"
 #include "common/distributed_evaluation.h"
+#include "common/distributed_run.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
@@ -40,27 +40,11 @@ struct Options {
 };
 
 int run(const Options& o) {
-  //! [launch]
-  // 1. Who are we? mpirun started this program world_size times; the launcher's environment
-  //    tells each copy its rank. The threads of this machine are shared between its ranks.
-  const LaunchInfo launch = detect_launch();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
-  //    By default (auto) each rank takes the GPU of its local rank where the machine has one per
-  //    rank, and the CPU otherwise.
-  const DeviceChoice choice = resolve_device(o.device, launch.local_rank, launch.local_world_size);
-  const Device device = choice.device;
-  const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
-  // This rank's GPU becomes its current device before any CUDA work, or every rank would also
-  // open a context on cuda:0 (PyTorch's torch.cuda.set_device(local_rank)).
-  if (device.is_cuda()) cuda::set_device(device);
-
-  // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
-  ProcessGroup& group = *init_process_group(backend, device);
-  log_rank(choice.start_line());
-  print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +
-              group.backend_name() + ", " + std::to_string(get_num_threads()) + " thread(s) per rank");
-  //! [launch]
+  // 1-2. Who are we, on which device, in which process group (chapters/common/distributed_run.cpp
+  //      has the steps): mpirun started this program world_size times.
+  const DistributedRank started = start_rank(o.device, o.backend, o.threads);
+  const Device device = started.choice.device;
+  ProcessGroup& group = *started.group;
 
   check_model_fits_dataset(o.model, o.dataset);
   check_output_folder("--save", o.save);
@@ -173,12 +157,7 @@ int run(const Options& o) {
   }
 
   // 8. Throughput over all ranks: every rank's samples, over the slowest rank's time.
-  const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
-                                    TensorOptions().dtype(DType::f64).device(device));
-  group.all_reduce(totals, ReduceOp::Sum);
-  const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
-  group.all_reduce(slowest, ReduceOp::Max);
-  const std::vector<double> summed = totals.to(Device::cpu()).to_vector<double>();
+  const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
 
   //! [save]
   // 9. One file, written by rank 0 alone (all ranks hold the same weights), from the inner
@@ -198,8 +177,8 @@ int run(const Options& o) {
   }
   print_rank0(ResultLine(4).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
                   .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
-                  .add("samples_per_s", summed[0] / slowest.item()).add("epoch_s", slowest.item() / epoch)
-                  .add("test_acc", result.accuracy).add("final_loss", summed[1] / group.size())
+                  .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
+                  .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("backend", group.backend_name()).add("threads", get_num_threads()).str());
   destroy_process_group();
   return 0;

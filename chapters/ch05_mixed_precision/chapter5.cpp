@@ -4,10 +4,10 @@
 // Run: make chapter5 && ./chapter5, or mpirun -n 2 ./chapter5
 #include <cstdio>
 #include <limits>
-#include <thread>
 
 #include "common/device_choice.h"
 #include "common/distributed_evaluation.h"
+#include "common/distributed_run.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
@@ -84,17 +84,9 @@ CommHook parse_comm_hook(const std::string& name) {
 
 int run(const Options& o) {
   // 1. Chapter 4's start: ranks, threads, device, process group.
-  const LaunchInfo launch = detect_launch();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  set_num_threads(o.threads > 0 ? o.threads : std::max(1, cores / launch.local_world_size));
-  const DeviceChoice choice = resolve_device(o.device, launch.local_rank, launch.local_world_size);
-  const Device device = choice.device;
-  const std::string backend = choose_backend(o.backend, device, launch, cuda_device_count());
-  if (device.is_cuda()) cuda::set_device(device);
-  ProcessGroup& group = *init_process_group(backend, device);
-  log_rank(choice.start_line());
-  print_rank0("world: " + std::to_string(group.size()) + " rank(s), backend " + group.backend_name() + ", " +
-              std::to_string(get_num_threads()) + " thread(s) per rank");
+  const DistributedRank started = start_rank(o.device, o.backend, o.threads);
+  const Device device = started.choice.device;
+  ProcessGroup& group = *started.group;
   LOCKSTEP_CHECK(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
                  ": the job has only ", group.size(), " rank(s), numbered from 0");
 
@@ -198,16 +190,11 @@ int run(const Options& o) {
   }
 
   // 6. Throughput over all ranks, as in chapter 4.
-  const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
-                                    TensorOptions().dtype(DType::f64).device(device));
-  group.all_reduce(totals, ReduceOp::Sum);
-  const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
-  group.all_reduce(slowest, ReduceOp::Max);
-  const std::vector<double> summed = totals.to(Device::cpu()).to_vector<double>();
+  const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
   print_rank0(ResultLine(5).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
                   .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
-                  .add("samples_per_s", summed[0] / slowest.item()).add("epoch_s", slowest.item() / epoch)
-                  .add("test_acc", result.accuracy).add("final_loss", summed[1] / group.size())
+                  .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
+                  .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("amp", precision.name).add("skipped_steps", skipped).add("final_scale", scaler.get_scale())
                   .add("comm_hook", comm_hook_name(hook)).add("backend", group.backend_name())
                   .add("threads", get_num_threads()).str());

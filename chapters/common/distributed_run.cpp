@@ -1,0 +1,50 @@
+#include "common/distributed_run.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "core/cuda/context.h"
+#include "core/device.h"
+#include "core/threads.h"
+
+namespace lockstep {
+
+DistributedRank start_rank(const std::string& device_flag, const std::string& backend_flag, int threads) {
+  //! [launch]
+  // 1. Who are we? mpirun started this program world_size times; the launcher's environment
+  //    tells each copy its rank. The threads of this machine are shared between its ranks.
+  const LaunchInfo launch = detect_launch();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  set_num_threads(threads > 0 ? threads : std::max(1, cores / launch.local_world_size));
+  //    By default (auto) each rank takes the GPU of its local rank where the machine has one per
+  //    rank, and the CPU otherwise.
+  const DeviceChoice choice = resolve_device(device_flag, launch.local_rank, launch.local_world_size);
+  const Device device = choice.device;
+  const std::string backend = choose_backend(backend_flag, device, launch, cuda_device_count());
+  // This rank's GPU becomes its current device before any CUDA work, or every rank would also
+  // open a context on cuda:0 (PyTorch's torch.cuda.set_device(local_rank)).
+  if (device.is_cuda()) cuda::set_device(device);
+
+  // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
+  ProcessGroup& group = *init_process_group(backend, device);
+  log_rank(choice.start_line());
+  print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +
+              group.backend_name() + ", " + std::to_string(get_num_threads()) + " thread(s) per rank");
+  //! [launch]
+  return {launch, choice, &group};
+}
+
+Throughput all_rank_throughput(int64_t samples, double train_seconds, const Tensor& loss, ProcessGroup& group,
+                               Device device) {
+  const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
+                                    TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(totals, ReduceOp::Sum);
+  const Tensor slowest = full({1}, train_seconds, TensorOptions().dtype(DType::f64).device(device));
+  group.all_reduce(slowest, ReduceOp::Max);
+  const std::vector<double> summed = totals.to(Device::cpu()).to_vector<double>();
+  const double seconds = slowest.item();
+  return {summed[0] / seconds, seconds, summed[1] / group.size()};
+}
+
+}  // namespace lockstep

@@ -1,0 +1,40 @@
+/// \file
+/// What chapters 4 and 5 share around their training loop: starting a rank (threads, device,
+/// process group) and the throughput over all ranks at the end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/device_choice.h"
+#include "distributed/launch.h"
+#include "distributed/process_group.h"
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+/// A started rank: what the launcher said, the device it chose, and its process group.
+struct DistributedRank {
+  LaunchInfo launch;     ///< rank, world size and local rank from the launcher's environment
+  DeviceChoice choice;   ///< the device (and why), for the rank's first line
+  ProcessGroup* group;   ///< the default process group, which destroy_process_group() ends
+};
+
+/// Starts this rank of a job launched by mpirun (or alone): shares the machine's cores among its
+/// ranks unless `threads` > 0, resolves `--device` (auto, cpu, cuda) and `--backend` (auto, mpi,
+/// nccl), makes a GPU current, initialises the process group, and prints who started the job.
+DistributedRank start_rank(const std::string& device, const std::string& backend, int threads);
+
+/// Every rank's samples over the slowest rank's seconds, and the mean over ranks of the last
+/// loss: all-reduced over `group`, so every rank gets the same numbers.
+struct Throughput {
+  double samples_per_s = 0.0;  ///< all ranks' samples / the slowest rank's training time
+  double slowest_s = 0.0;      ///< the slowest rank's training time, seconds
+  double mean_loss = 0.0;      ///< the ranks' last losses, averaged
+};
+
+/// Collects Throughput from each rank's `samples`, `train_seconds` and last `loss`.
+Throughput all_rank_throughput(int64_t samples, double train_seconds, const Tensor& loss, ProcessGroup& group,
+                               Device device);
+
+}  // namespace lockstep
