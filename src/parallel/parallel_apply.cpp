@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "tensor/autocast.h"
 #include "tensor/autograd/grad_mode.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -56,6 +57,9 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   const size_t n = replicas.size();
   const std::vector<Placement> placements = place(devices);
   const bool grad_mode = grad_mode_enabled();
+  // Autocast, also per thread: the replicas run in the caller's region (as PyTorch's do).
+  const bool cpu_autocast = is_autocast_enabled(DeviceType::CPU), cuda_autocast = is_autocast_enabled(DeviceType::CUDA);
+  const DType cpu_dtype = get_autocast_dtype(DeviceType::CPU), cuda_dtype = get_autocast_dtype(DeviceType::CUDA);
   // Each replica draws random numbers (dropout masks) from a generator of its own, seeded from
   // the default one here, in order: the masks follow from the seed, whichever thread runs first.
   std::vector<uint64_t> seeds(n);
@@ -67,8 +71,8 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
   std::vector<std::exception_ptr> errors(n);
 
   //! [worker]
-  // One replica's forward pass, in its own thread: the thread takes the caller's grad mode (a
-  // per-thread setting), its own random generator, its share of the CPU threads (one, for a
+  // One replica's forward pass, in its own thread: the thread takes the caller's grad mode and
+  // autocast region (per-thread settings), its own random generator, its share of the CPU threads (one, for a
   // GPU replica) and on a GPU its stream, and keeps any error for the caller, because an
   // exception cannot cross from one thread to another by itself.
   const auto worker = [&](size_t i) {
@@ -87,6 +91,8 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<Module>>& r
       Generator generator(seeds[i]);
       const ThreadGeneratorGuard own_generator(generator);
       set_grad_mode(grad_mode);
+      const AutocastGuard cpu_region(DeviceType::CPU, cpu_dtype, cpu_autocast);
+      const AutocastGuard cuda_region(DeviceType::CUDA, cuda_dtype, cuda_autocast);
       set_num_threads(p.cpu_threads);
       if (p.device.is_cuda()) cuda::set_current_stream(p.device, p.stream);
       try {

@@ -197,6 +197,21 @@ TEST(DataParallel, TrainsLikeOneModule) {
   for (size_t i = 0; i < expected.size(); ++i) expect_close(actual[i].second, expected[i].second, 1e-12, actual[i].first);
 }
 
+// Autocast is a per-thread setting: the replicas, on their own threads, must still run in the
+// caller's region, and the gradients still reach the f32 parameters.
+TEST(DataParallel, ReplicasRunInTheCallersAutocastRegion) {
+  auto wrapped = std::make_shared<Linear>(6, 4);
+  DataParallel parallel(wrapped, cpus(3));
+  Tensor y;
+  {
+    const AutocastGuard region(DeviceType::CPU, DType::bf16);
+    y = parallel(randn({9, 6}));
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  sum(y.to(DType::f32)).backward();
+  EXPECT_EQ(wrapped->weight.grad().dtype(), DType::f32);
+}
+
 TEST(DataParallel, AnErrorInAReplicaReachesTheCaller) {
   DataParallel parallel(std::make_shared<PicksyLinear>(), cpus(4));
   expect_error([&] { parallel(ones({13, 2})); }, "replica 3 on cpu failed: PicksyLinear: expected more than one row");
