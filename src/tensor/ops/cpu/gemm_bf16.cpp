@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "tensor/ops/cpu/gemm.h"
@@ -67,34 +68,105 @@ uint16_t bits_at(const BFloat16* X, int64_t k, int64_t stride, int64_t kc) {
   return k < kc ? X[k * stride].bits : uint16_t(0);
 }
 
+// The packing below moves as many words per GEMM as the micro-kernel does multiply-adds per
+// K pair and tile row; on the convolutions' small products (a 288-long K, 121 columns) one word
+// at a time it took about as long as the arithmetic (tests/bench/README.md). So the two layouts
+// that the convolutions and linear layers pass are packed 16 or 32 words per instruction:
+//
+//   - a pair's two values adjacent in memory (the K stride is 1): each word is one unaligned
+//     32-bit load, and a gather fetches a row of words from 8 or 16 places;
+//   - the packed dimension adjacent (the other stride is 1): the two k rows of a pair are
+//     loaded whole and interleaved 16 bits at a time.
+//
+// Anything else, and the odd last pair of a slice (whose second value is padding and whose
+// 32-bit load could read past the operand's end), goes one word at a time.
+#define LOCKSTEP_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// The 16-bit lanes [0, n) of a mask, n <= 32.
+LOCKSTEP_AVX512_BF16 __mmask32 first_lanes(int64_t n) {
+  return static_cast<__mmask32>(n >= 32 ? ~0u : (1u << n) - 1);
+}
+
 // Packs the mc x kc block of A into MR-row panels of pair words: word (q, i) of a panel is
 // (A(i, 2q), A(i, 2q + 1)). Rows past mc and the second half of an odd kc's last pair are 0.
-void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int64_t rs, int64_t cs, uint32_t* out) {
-  const int64_t pairs = ceil_div(kc, 2);
+LOCKSTEP_AVX512_BF16 void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int64_t rs, int64_t cs,
+                                 uint32_t* out) {
+  const int64_t pairs = ceil_div(kc, 2), full_pairs = kc / 2;
   for (int64_t ir = 0; ir < mc; ir += kMR) {
     const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-    for (int64_t q = 0; q < pairs; ++q) {
-      for (int64_t i = 0; i < mr; ++i) {
-        const BFloat16* row = A + (ir + i) * rs;
-        out[i] = pair_word(row[2 * q * cs].bits, bits_at(row, 2 * q + 1, cs, kc));
+    const BFloat16* panel = A + ir * rs;
+    int64_t q = 0;
+    if (cs == 1 && rs <= std::numeric_limits<int32_t>::max() / kMR) {
+      // Two pairs per gather: lanes 0-7 the rows' words at 2q, lanes 8-15 at 2q + 2.
+      const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7),
+                                              _mm512_set1_epi32(static_cast<int>(rs)));
+      const __m512i offsets = _mm512_add_epi32(rows, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2));
+      const __mmask16 valid = static_cast<__mmask16>(((1u << mr) - 1) * 0x101u);
+      for (; q + 2 <= full_pairs; q += 2) {
+        const __m512i words =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, panel + 2 * q, sizeof(BFloat16));
+        _mm512_storeu_si512(out + q * kMR, words);
       }
-      for (int64_t i = mr; i < kMR; ++i) out[i] = 0;
-      out += kMR;
+    } else if (rs == 1) {
+      // Rows i of k = 2q and k = 2q + 1 are each 8 adjacent values; interleaving them gives the words.
+      const __mmask8 valid = static_cast<__mmask8>((1u << mr) - 1);
+      for (; q < full_pairs; ++q) {
+        const __m128i even = _mm_maskz_loadu_epi16(valid, panel + 2 * q * cs);
+        const __m128i odd = _mm_maskz_loadu_epi16(valid, panel + (2 * q + 1) * cs);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + q * kMR), _mm_unpacklo_epi16(even, odd));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + q * kMR + 4), _mm_unpackhi_epi16(even, odd));
+      }
     }
+    for (; q < pairs; ++q) {
+      uint32_t* word = out + q * kMR;
+      for (int64_t i = 0; i < mr; ++i) {
+        const BFloat16* row = panel + i * rs;
+        word[i] = pair_word(row[2 * q * cs].bits, bits_at(row, 2 * q + 1, cs, kc));
+      }
+      for (int64_t i = mr; i < kMR; ++i) word[i] = 0;
+    }
+    out += pairs * kMR;
   }
 }
 
 // Packs one kc x NR panel of B (its nr <= NR valid columns start at B): word (q, j) is
 // (B(2q, j), B(2q + 1, j)). Columns past nr and the pad of an odd kc are 0.
-void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B, int64_t rs, int64_t cs,
-                  uint32_t* out) {
-  const int64_t pairs = ceil_div(kc, 2);
-  for (int64_t q = 0; q < pairs; ++q) {
+LOCKSTEP_AVX512_BF16 void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B, int64_t rs, int64_t cs,
+                                       uint32_t* out) {
+  const int64_t pairs = ceil_div(kc, 2), full_pairs = kc / 2;
+  int64_t q = 0;
+  if (cs == 1) {
+    // k rows 2q and 2q + 1 loaded whole (32 values each) and interleaved: words 0-15 from the
+    // first 16 columns, 16-31 from the rest.
+    const __mmask32 valid = first_lanes(nr);
+    const __m512i low = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                         37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i high = _mm512_add_epi16(low, _mm512_set1_epi16(16));
+    for (; q < full_pairs; ++q) {
+      const __m512i even = _mm512_maskz_loadu_epi16(valid, B + 2 * q * rs);
+      const __m512i odd = _mm512_maskz_loadu_epi16(valid, B + (2 * q + 1) * rs);
+      _mm512_storeu_si512(out + q * kNR, _mm512_permutex2var_epi16(even, low, odd));
+      _mm512_storeu_si512(out + q * kNR + 16, _mm512_permutex2var_epi16(even, high, odd));
+    }
+  } else if (rs == 1 && cs <= std::numeric_limits<int32_t>::max() / kNR) {
+    // Column j's words lie at B + j cs + 2q: two gathers of 16 columns per pair.
+    const __m512i columns = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(cs)));
+    const __m512i more_columns = _mm512_add_epi32(columns, _mm512_set1_epi32(static_cast<int>(16 * cs)));
+    const __mmask32 valid = first_lanes(nr);
+    const __mmask16 valid_low = static_cast<__mmask16>(valid), valid_high = static_cast<__mmask16>(valid >> 16);
+    for (; q < full_pairs; ++q) {
+      const __m512i zero = _mm512_setzero_si512();
+      _mm512_storeu_si512(out + q * kNR, _mm512_mask_i32gather_epi32(zero, valid_low, columns, B + 2 * q, sizeof(BFloat16)));
+      _mm512_storeu_si512(out + q * kNR + 16,
+                          _mm512_mask_i32gather_epi32(zero, valid_high, more_columns, B + 2 * q, sizeof(BFloat16)));
+    }
+  }
+  for (; q < pairs; ++q) {
+    uint32_t* word = out + q * kNR;
     const BFloat16* row = B + 2 * q * rs;
-    for (int64_t j = 0; j < nr; ++j)
-      out[j] = pair_word(row[j * cs].bits, bits_at(B + j * cs, 2 * q + 1, rs, kc));
-    for (int64_t j = nr; j < kNR; ++j) out[j] = 0;
-    out += kNR;
+    for (int64_t j = 0; j < nr; ++j) word[j] = pair_word(row[j * cs].bits, bits_at(B + j * cs, 2 * q + 1, rs, kc));
+    for (int64_t j = nr; j < kNR; ++j) word[j] = 0;
   }
 }
 
