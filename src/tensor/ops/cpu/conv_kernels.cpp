@@ -37,18 +37,20 @@ std::pair<int64_t, int64_t> inside_range(int64_t k, int64_t size, int64_t out_si
 // belong to output row oh. Calls `segment(col, in, lo, hi)` where `col` is the segment's
 // offset in cols, and entries [lo, hi) of it read input pixels in, in + stride, ... (offsets
 // in x); the others read padding (lo == hi when the whole segment does).
-// im2col copies along these segments; col2im adds back along them.
+// im2col copies along these segments; col2im adds back along them. As each row (c, i, j)
+// begins, `first_segment(row, i)`, given the row's offset in cols, returns the first oh to walk:
+// the row's segments before it are skipped.
 // The geometry is taken by value: a reference could point at memory that the copy inside
 // `segment` (a call to memmove) might change, so the compiler would reload every field after
 // each segment. With a copy of its own it keeps them in registers.
-template <class Segment>
-void for_each_segment(const Conv2dGeometry g, Segment segment) {
+template <class Segment, class FirstSegment>
+void for_each_segment(const Conv2dGeometry g, Segment segment, FirstSegment first_segment) {
   for (int64_t c = 0; c < g.channels; ++c) {
     for (int64_t i = 0; i < g.kernel_h; ++i) {
       for (int64_t j = 0; j < g.kernel_w; ++j) {
         const int64_t row = ((c * g.kernel_h + i) * g.kernel_w + j) * g.out_pixels();
         const auto [lo, hi] = inside_range(j, g.width, g.out_w, g.stride, g.padding);
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        for (int64_t oh = first_segment(row, i); oh < g.out_h; ++oh) {
           const int64_t ih = oh * g.stride - g.padding + i;
           const int64_t col = row + oh * g.out_w;
           if (ih < 0 || ih >= g.height || lo == hi) {
@@ -60,6 +62,12 @@ void for_each_segment(const Conv2dGeometry g, Segment segment) {
       }
     }
   }
+}
+
+// Walks every segment of the im2col matrix.
+template <class Segment>
+void for_each_segment(const Conv2dGeometry g, Segment segment) {
+  for_each_segment(g, segment, [](int64_t, int64_t) { return int64_t(0); });
 }
 
 // Runs `op(k, count)` over [0, n) in pieces: count = 8 values at a time, then 4, 2 and 1 for
@@ -170,7 +178,17 @@ void round_into(const Acc* acc, int64_t n, T* out) {
 
 template <class T>
 void im2col(const T* x, const Conv2dGeometry& g, T* cols) {
-  const int64_t stride = g.stride, out_w = g.out_w;
+  const int64_t stride = g.stride, out_w = g.out_w, pixels = g.out_pixels(), shift = g.kernel_w * pixels;
+  // With stride 1, segment oh of row (c, i, j) reads input row oh - p + i, as segment oh + 1 of
+  // row (c, i - 1, j), kW rows before it, did. So a row with i > 0 is that row shifted by one
+  // segment, one copy of (H_out - 1) W_out values, and only its last segment is read from x:
+  // H_out + kH - 1 segments per (c, j) instead of kH H_out, 13 instead of 33 in the chapter-2
+  // CNN's second convolution, whose per-segment work dominated im2col (tests/bench/README.md).
+  const auto first_segment = [&](int64_t row, int64_t i) -> int64_t {
+    if (stride != 1 || i == 0) return 0;
+    std::copy(cols + row - shift + out_w, cols + row - shift + pixels, cols + row);
+    return g.out_h - 1;
+  };
   for_each_segment(g, [&](int64_t col, int64_t in, int64_t lo, int64_t hi) {
     T* out = cols + col;
     const T* pixel = x + in;
@@ -181,7 +199,7 @@ void im2col(const T* x, const Conv2dGeometry& g, T* cols) {
       for (int64_t ow = lo; ow < hi; ++ow) out[ow] = pixel[(ow - lo) * stride];
     }
     std::fill(out + hi, out + out_w, T(0));
-  });
+  }, first_segment);
 }
 
 #ifdef __AVX512F__
