@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "tensor/ops/cpu/gemm.h"
@@ -41,6 +40,12 @@ using gemm_detail::scratch;
 using gemm_detail::update_tile;
 
 #ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+
+// GCC 12 warns, wrongly, that the "undefined" vector that its own headers pass to several
+// AVX-512 intrinsics (unpacks, lane shuffles) is used uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // The register tile is MR x NR floats: NV = 2 registers of 16 lanes per row, 8 rows, so 16
 // accumulators, 2 registers of B and a broadcast A word use 19 of AVX-512's 32 registers, and
@@ -73,8 +78,9 @@ uint16_t bits_at(const BFloat16* X, int64_t k, int64_t stride, int64_t kc) {
 // at a time it took about as long as the arithmetic (tests/bench/README.md). So the two layouts
 // that the convolutions and linear layers pass are packed 16 or 32 words per instruction:
 //
-//   - a pair's two values adjacent in memory (the K stride is 1): each word is one unaligned
-//     32-bit load, and a gather fetches a row of words from 8 or 16 places;
+//   - a pair's two values adjacent in memory (the K stride is 1): each row (of A) or column (of
+//     B) is a run of 32-bit words already, and 16 runs of 16 words are transposed in registers
+//     (gathering the words instead measured slower than the word-by-word loop on Zen 4);
 //   - the packed dimension adjacent (the other stride is 1): the two k rows of a pair are
 //     loaded whole and interleaved 16 bits at a time.
 //
@@ -87,6 +93,38 @@ LOCKSTEP_AVX512_BF16 __mmask32 first_lanes(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? ~0u : (1u << n) - 1);
 }
 
+// Transposes the 16 x 16 matrix of 32-bit words whose rows are r[0..15]: afterwards r[q] holds
+// word q of every former row. Four rounds of shuffles: pairs, quads, then 128-bit lanes twice.
+LOCKSTEP_AVX512_BF16 void transpose_words(__m512i r[16]) {
+  __m512i t[16];
+  for (int k = 0; k < 16; k += 2) {
+    t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+    t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+  }
+  // u[4g + m], lane L: word 4L + m of rows 4g .. 4g + 3.
+  __m512i u[16];
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  // Word 4L + m of all rows is lane L of u[m], u[4 + m], u[8 + m], u[12 + m].
+  for (int m = 0; m < 4; ++m) {
+    const __m512i x = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), y = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
+    const __m512i z = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44), v = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
+    r[m] = _mm512_shuffle_i32x4(x, z, 0x88);
+    r[4 + m] = _mm512_shuffle_i32x4(x, z, 0xDD);
+    r[8 + m] = _mm512_shuffle_i32x4(y, v, 0x88);
+    r[12 + m] = _mm512_shuffle_i32x4(y, v, 0xDD);
+  }
+}
+
+// Loads words [0, n) (n <= 16) of the run of pair words starting at `run` into r, zero past n.
+LOCKSTEP_AVX512_BF16 __m512i load_words(const BFloat16* run, int64_t n) {
+  return _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << n) - 1), run);
+}
+
 // Packs the mc x kc block of A into MR-row panels of pair words: word (q, i) of a panel is
 // (A(i, 2q), A(i, 2q + 1)). Rows past mc and the second half of an odd kc's last pair are 0.
 LOCKSTEP_AVX512_BF16 void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int64_t rs, int64_t cs,
@@ -96,17 +134,17 @@ LOCKSTEP_AVX512_BF16 void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int6
     const int64_t mr = std::min<int64_t>(kMR, mc - ir);
     const BFloat16* panel = A + ir * rs;
     int64_t q = 0;
-    if (cs == 1 && rs <= std::numeric_limits<int32_t>::max() / kMR) {
-      // Two pairs per gather: lanes 0-7 the rows' words at 2q, lanes 8-15 at 2q + 2.
-      const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7),
-                                              _mm512_set1_epi32(static_cast<int>(rs)));
-      const __m512i offsets = _mm512_add_epi32(rows, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2));
-      const __mmask16 valid = static_cast<__mmask16>(((1u << mr) - 1) * 0x101u);
-      for (; q + 2 <= full_pairs; q += 2) {
-        const __m512i words =
-            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, offsets, panel + 2 * q, sizeof(BFloat16));
-        _mm512_storeu_si512(out + q * kMR, words);
+    if (cs == 1) {
+      // Up to 16 pairs of the panel's rows at a time; rows 8-15 of the transpose stay 0.
+      for (; q < full_pairs; q += 16) {
+        const int64_t n = std::min<int64_t>(16, full_pairs - q);
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) r[i] = i < mr ? load_words(panel + i * rs + 2 * q, n) : _mm512_setzero_si512();
+        transpose_words(r);
+        for (int64_t k = 0; k < n; ++k)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (q + k) * kMR), _mm512_castsi512_si256(r[k]));
       }
+      q = full_pairs;
     } else if (rs == 1) {
       // Rows i of k = 2q and k = 2q + 1 are each 8 adjacent values; interleaving them gives the words.
       const __mmask8 valid = static_cast<__mmask8>((1u << mr) - 1);
@@ -148,19 +186,19 @@ LOCKSTEP_AVX512_BF16 void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B
       _mm512_storeu_si512(out + q * kNR, _mm512_permutex2var_epi16(even, low, odd));
       _mm512_storeu_si512(out + q * kNR + 16, _mm512_permutex2var_epi16(even, high, odd));
     }
-  } else if (rs == 1 && cs <= std::numeric_limits<int32_t>::max() / kNR) {
-    // Column j's words lie at B + j cs + 2q: two gathers of 16 columns per pair.
-    const __m512i columns = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(static_cast<int>(cs)));
-    const __m512i more_columns = _mm512_add_epi32(columns, _mm512_set1_epi32(static_cast<int>(16 * cs)));
-    const __mmask32 valid = first_lanes(nr);
-    const __mmask16 valid_low = static_cast<__mmask16>(valid), valid_high = static_cast<__mmask16>(valid >> 16);
-    for (; q < full_pairs; ++q) {
-      const __m512i zero = _mm512_setzero_si512();
-      _mm512_storeu_si512(out + q * kNR, _mm512_mask_i32gather_epi32(zero, valid_low, columns, B + 2 * q, sizeof(BFloat16)));
-      _mm512_storeu_si512(out + q * kNR + 16,
-                          _mm512_mask_i32gather_epi32(zero, valid_high, more_columns, B + 2 * q, sizeof(BFloat16)));
+  } else if (rs == 1) {
+    // Column j's words are the run at B + j cs: up to 16 pairs of 16 columns at a time.
+    for (; q < full_pairs; q += 16) {
+      const int64_t n = std::min<int64_t>(16, full_pairs - q);
+      for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
+        __m512i r[16];
+        for (int j = 0; j < 16; ++j)
+          r[j] = j0 + j < nr ? load_words(B + (j0 + j) * cs + 2 * q, n) : _mm512_setzero_si512();
+        transpose_words(r);
+        for (int64_t k = 0; k < n; ++k) _mm512_storeu_si512(out + (q + k) * kNR + j0, r[k]);
+      }
     }
+    q = full_pairs;
   }
   for (; q < pairs; ++q) {
     uint32_t* word = out + q * kNR;
@@ -296,6 +334,8 @@ void gemm_avx512_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat
     gemm_blocked(M, N, K, alpha, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc, 1);
   }
 }
+
+#pragma GCC diagnostic pop
 
 #endif  // LOCKSTEP_HAVE_AVX512_BF16_KERNEL
 
