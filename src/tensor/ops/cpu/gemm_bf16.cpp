@@ -95,7 +95,9 @@ LOCKSTEP_AVX512_BF16 __mmask32 first_lanes(int64_t n) {
 
 // Transposes the 16 x 16 matrix of 32-bit words whose rows are r[0..15]: afterwards r[q] holds
 // word q of every former row. Four rounds of shuffles: pairs, quads, then 128-bit lanes twice.
-LOCKSTEP_AVX512_BF16 void transpose_words(__m512i r[16]) {
+// Always inlined: as a call, the 16 rows went through memory, and the CNN's weight-gradient
+// products took 9% (conv2) and 28% (conv1) longer.
+LOCKSTEP_AVX512_BF16 inline __attribute__((always_inline)) void transpose_words(__m512i r[16]) {
   __m512i t[16];
   for (int k = 0; k < 16; k += 2) {
     t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
