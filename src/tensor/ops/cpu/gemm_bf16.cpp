@@ -73,14 +73,14 @@ uint16_t bits_at(const BFloat16* X, int64_t k, int64_t stride, int64_t kc) {
   return k < kc ? X[k * stride].bits : uint16_t(0);
 }
 
-// The packing below moves as many words per GEMM as the micro-kernel does multiply-adds per
-// K pair and tile row; on the convolutions' small products (a 288-long K, 121 columns) one word
-// at a time it took about as long as the arithmetic (tests/bench/README.md). So the two layouts
-// that the convolutions and linear layers pass are packed 16 or 32 words per instruction:
+// Packing reads every value of both operands once per product, and on the convolutions' small
+// products (a 288-long K, 121 columns), one word at a time, it took about half as long as the
+// arithmetic (tests/bench/README.md). So the two layouts that the convolutions and linear layers
+// pass are packed 16 or 32 words per instruction:
 //
 //   - a pair's two values adjacent in memory (the K stride is 1): each row (of A) or column (of
-//     B) is a run of 32-bit words already, and 16 runs of 16 words are transposed in registers
-//     (gathering the words instead measured slower than the word-by-word loop on Zen 4);
+//     B) is a run of 32-bit words already, and 16 runs of up to 16 words are transposed in
+//     registers (gathering the words instead measured slower on Zen 4);
 //   - the packed dimension adjacent (the other stride is 1): the two k rows of a pair are
 //     loaded whole and interleaved 16 bits at a time.
 //
@@ -95,8 +95,7 @@ LOCKSTEP_AVX512_BF16 __mmask32 first_lanes(int64_t n) {
 
 // Transposes the 16 x 16 matrix of 32-bit words whose rows are r[0..15]: afterwards r[q] holds
 // word q of every former row. Four rounds of shuffles: pairs, quads, then 128-bit lanes twice.
-// Always inlined: as a call, the 16 rows went through memory, and the CNN's weight-gradient
-// products took 9% (conv2) and 28% (conv1) longer.
+// Always inlined: as a call, its 16 rows went through memory (tests/bench/README.md).
 LOCKSTEP_AVX512_BF16 inline __attribute__((always_inline)) void transpose_words(__m512i r[16]) {
   __m512i t[16];
   for (int k = 0; k < 16; k += 2) {
@@ -113,8 +112,10 @@ LOCKSTEP_AVX512_BF16 inline __attribute__((always_inline)) void transpose_words(
   }
   // Word 4L + m of all rows is lane L of u[m], u[4 + m], u[8 + m], u[12 + m].
   for (int m = 0; m < 4; ++m) {
-    const __m512i x = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44), y = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
-    const __m512i z = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44), v = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
+    const __m512i x = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44);
+    const __m512i y = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
+    const __m512i z = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44);
+    const __m512i v = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
     r[m] = _mm512_shuffle_i32x4(x, z, 0x88);
     r[4 + m] = _mm512_shuffle_i32x4(x, z, 0xDD);
     r[8 + m] = _mm512_shuffle_i32x4(y, v, 0x88);
@@ -141,7 +142,8 @@ LOCKSTEP_AVX512_BF16 void pack_a(int64_t mc, int64_t kc, const BFloat16* A, int6
       for (; q < full_pairs; q += 16) {
         const int64_t n = std::min<int64_t>(16, full_pairs - q);
         __m512i r[16];
-        for (int i = 0; i < 16; ++i) r[i] = i < mr ? load_words(panel + i * rs + 2 * q, n) : _mm512_setzero_si512();
+        for (int i = 0; i < 16; ++i)
+          r[i] = i < mr ? load_words(panel + i * rs + 2 * q, n) : _mm512_setzero_si512();
         transpose_words(r);
         for (int64_t k = 0; k < n; ++k)
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (q + k) * kMR), _mm512_castsi512_si256(r[k]));
@@ -205,7 +207,8 @@ LOCKSTEP_AVX512_BF16 void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B
   for (; q < pairs; ++q) {
     uint32_t* word = out + q * kNR;
     const BFloat16* row = B + 2 * q * rs;
-    for (int64_t j = 0; j < nr; ++j) word[j] = pair_word(row[j * cs].bits, bits_at(B + j * cs, 2 * q + 1, rs, kc));
+    for (int64_t j = 0; j < nr; ++j)
+      word[j] = pair_word(row[j * cs].bits, bits_at(B + j * cs, 2 * q + 1, rs, kc));
     for (int64_t j = nr; j < kNR; ++j) word[j] = 0;
   }
 }

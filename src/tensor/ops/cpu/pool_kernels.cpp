@@ -55,11 +55,11 @@ void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* ou
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // The 2x2, stride-2 plane with AVX-512, for f32 and bf16: the same winners by the same rule as
-// max_pool_2x2_plane, 16 outputs at a time. The scalar loop reads four values and writes two
-// per output and cannot be vectorised by the compiler (strided pairs, a select chain), so it
-// spends longer on the CNN's first pooling than the second convolution's GEMMs on its bf16
-// operands (tests/bench/README.md). Here one output row's 16 windows cost two (f32) or one
-// (bf16) load per input row and a few compares and blends.
+// max_pool_2x2_plane, 16 outputs at a time. The compiler does not vectorise the scalar loop
+// (strided pairs, a select chain), which in bf16 also widens every value on its own: it made
+// pooling a quarter of the CNN's bf16 training step. Here 16 windows of an output row cost two
+// (f32) or one (bf16) load per input row and a few compares and blends, about ten times faster
+// (tests/bench/README.md).
 //
 // load_pairs reads 2 * count values from an input row (count <= 16) and splits them into the
 // windows' left columns (`even`, the values at 2 ow) and right columns (`odd`, at 2 ow + 1) as
@@ -142,7 +142,8 @@ void max_pool_2x2_plane_avx512(const T* plane, int64_t W, int64_t OH, int64_t OW
 
 // The 2x2, stride-2 plane: with AVX-512 for the types it has a loader for, else the portable loop.
 template <class T>
-void max_pool_2x2(const T* plane, [[maybe_unused]] int64_t H, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* out_index) {
+void max_pool_2x2(const T* plane, [[maybe_unused]] int64_t H, int64_t W, int64_t OH, int64_t OW, T* out,
+                  int64_t* out_index) {
 #ifdef __AVX512F__
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
     if (H * W <= std::numeric_limits<int32_t>::max()) {
