@@ -271,9 +271,9 @@ int main(int argc, char** argv) {
   std::string device = "auto";
   bool cpu_4096 = false;
   app.option_defaults()->always_capture_default();
-  app.add_option("--threads", threads, "CPU threads for kernels (default: all cores)")->check(non_negative_number());
+  app.add_option("--threads", threads, "CPU threads for kernels (default: all cores)")->check(thread_count());
   app.add_option("--size", size, "matrix size for the CPU matmul timing of part 1")->check(positive_number());
-  app.add_option("--seed", seed, "random seed");
+  app.add_option("--seed", seed, "random seed")->check(non_negative_number());
   app.add_option("--device", device,
                  "the GPU for part 2: cuda or cuda:N; cpu skips part 2; auto uses cuda:0 when there is one");
   app.add_flag("--cpu-4096", cpu_4096, "in part 2, time the CPU matmul at n=4096 too instead of estimating it");

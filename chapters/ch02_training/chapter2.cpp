@@ -205,10 +205,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", o.batch_size, "samples per step")->check(positive_number());
   app.add_option("--lr", o.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")->check(positive_number());
   app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
   app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(non_negative_number());
-  app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
-  app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(non_negative_number());
+  app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->check(non_negative_number());
+  app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(thread_count());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");

@@ -300,9 +300,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
   app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(positive_number());
   app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for initialisation and shuffling");
-  app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(non_negative_number());
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->check(non_negative_number());
+  app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(thread_count());
   app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(positive_number());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");

@@ -203,10 +203,11 @@ int main(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
   app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r");
-  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
+  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+      ->check(thread_count());
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(positive_number());
   app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(positive_number());
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");

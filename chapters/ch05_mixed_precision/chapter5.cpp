@@ -229,10 +229,11 @@ int main(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
   app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r");
-  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
+  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+      ->check(thread_count());
   app.add_option("--init-scale", o.init_scale, "the GradScaler's first scale")->check(positive_number());
   app.add_option("--growth-interval", o.growth_interval, "clean steps in a row before the scale doubles")
       ->check(positive_number());

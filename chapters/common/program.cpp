@@ -1,9 +1,12 @@
 #include "common/program.h"
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "core/error.h"
 #include "distributed/launch.h"
@@ -11,19 +14,49 @@
 namespace lockstep {
 
 namespace {
-// A CLI11 validator accepting numbers above zero, or from zero on when `zero_allowed`. The text
-// is checked before CLI11 converts it to the flag's type, so a whole-number flag given "1.5"
-// passes here and is refused by the conversion ("Could not convert: --epochs = 1.5").
-CLI::Validator number_check(bool zero_allowed) {
-  const char* wanted = zero_allowed ? "a number of 0 or more" : "a number above 0";
-  auto check = [zero_allowed, wanted](std::string& text) -> std::string {
+// What is wrong with `text` as a whole number, or empty when nothing is (or when it is not a
+// whole number at all). CLI11 converts a whole-number flag with strtoll (base 0) without looking
+// at errno, so a number too large for 64 bits would reach the program clamped to 2^63 - 1, and
+// "010" or "0x10" as 8 or 16. The text does not say the flag's type, so a real-valued flag keeps
+// to the same rule: none of the chapters' needs a value above 9.2e18 written out in digits.
+std::string whole_number_problem(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 0);
+  if (text.empty() || *end != '\0') return "";
+  if (errno == ERANGE) return "the largest whole number a flag takes is " + std::to_string(LLONG_MAX);
+  if (std::strtoll(text.c_str(), &end, 10) != value || *end != '\0') {
+    return "write whole numbers in decimal, without a leading 0 or 0x";
+  }
+  return "";
+}
+
+// A CLI11 validator accepting finite numbers from `min` to `max` (above `min` only, unless
+// `min_included`); `wanted` says which in words, `name` is what help shows after the type. The
+// text is checked before CLI11 converts it to the flag's type, so a whole-number flag given
+// "1.5" passes here and is refused by the conversion ("Could not convert: --epochs = 1.5").
+// strtod reads "inf", "nan" and "1e999" (as inf) too: an infinite learning rate would train to a
+// loss of nan without a word, so only finite numbers pass.
+CLI::Validator number_check(double min, bool min_included, double max, const std::string& wanted,
+                            const std::string& name) {
+  auto check = [=](std::string& text) -> std::string {
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
-    const bool is_number = !text.empty() && *end == '\0' && !std::isnan(value);
-    if (is_number && (value > 0 || (zero_allowed && value == 0))) return "";
-    return std::string("expected ") + wanted + ", got '" + text + "'";
+    const bool is_number = !text.empty() && *end == '\0';
+    const std::string refusal = "expected " + wanted + ", got '" + text + "'";
+    if (is_number && !std::isfinite(value)) return refusal + ": a flag takes finite numbers only";
+    if (!is_number || value < min || (value == min && !min_included) || value > max) return refusal;
+    const std::string problem = whole_number_problem(text);
+    return problem.empty() ? "" : refusal + ": " + problem;
   };
-  return CLI::Validator(check, zero_allowed ? "NONNEGATIVE" : "POSITIVE");
+  return CLI::Validator(check, name);
+}
+
+// `value` as help and messages show it: 0, 1, 1024 (no trailing zeros).
+std::string number_text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
 }
 
 // The flags that answer each kind of library error, in the words of the chapters' common flags
@@ -42,9 +75,21 @@ std::string flag_advice(ErrorKind kind) {
 }
 }  // namespace
 
-CLI::Validator positive_number() { return number_check(/*zero_allowed=*/false); }
+CLI::Validator positive_number() {
+  return number_check(0.0, /*min_included=*/false, HUGE_VAL, "a number above 0", "POSITIVE");
+}
 
-CLI::Validator non_negative_number() { return number_check(/*zero_allowed=*/true); }
+CLI::Validator non_negative_number() {
+  return number_check(0.0, /*min_included=*/true, HUGE_VAL, "a number of 0 or more", "NONNEGATIVE");
+}
+
+CLI::Validator number_between(double min, double max) {
+  const std::string from = number_text(min), to = number_text(max);
+  return number_check(min, /*min_included=*/true, max, "a number from " + from + " to " + to,
+                      "[" + from + ", " + to + "]");
+}
+
+CLI::Validator thread_count() { return number_between(0, kMaxThreads); }
 
 void check_output_folder(const std::string& flag, const std::string& path) {
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();

@@ -25,15 +25,32 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
 std::string error_message(const std::exception& error);
 
 /// A CLI11 check for a flag whose value must be above zero (`--epochs`, `--batch-size`, `--lr`):
-/// "0", "-1" or "abc" is refused with "--lr: expected a number above 0, got '-1'". (CLI11's own
-/// CLI::PositiveNumber would answer "Value -1 not in range 0.000000 to 1797693...".) Help shows
-/// the flag as `INT:POSITIVE` or `FLOAT:POSITIVE`, as before.
+/// "0", "-1", "abc", "inf" or "nan" is refused with "--lr: expected a number above 0, got '-1'".
+/// (CLI11's own CLI::PositiveNumber would answer "Value -1 not in range 0.000000 to 1797693...".)
+/// A whole number must also fit in 64 bits and be written in decimal (see number_between). Help
+/// shows the flag as `INT:POSITIVE` or `FLOAT:POSITIVE`, as before.
 CLI::Validator positive_number();
 
 /// A CLI11 check for a flag that may also be zero, where zero means something (`--max-steps 0`:
-/// no limit; `--threads 0`: all cores): "-1" or "abc" is refused with "expected a number of 0 or
-/// more, got '-1'". Help shows `NONNEGATIVE`.
+/// no limit; `--seed 0`): "-1", "abc" or "inf" is refused with "expected a number of 0 or more,
+/// got '-1'". Help shows `NONNEGATIVE`.
 CLI::Validator non_negative_number();
+
+/// A CLI11 check for a flag whose value must lie from `min` to `max`, both included
+/// (`--momentum`: 0 to 1): "1.5" or "nan" is refused with "expected a number from 0 to 1, got
+/// 'nan'" (CLI::Range lets NaN through: every comparison with it is false). Like the checks
+/// above, it refuses a whole number beyond 2^63 - 1, which CLI11 would silently clamp to 2^63 - 1,
+/// and one written in octal or hexadecimal ("010", "0x10"), which CLI11 would read as 8 and 16.
+CLI::Validator number_between(double min, double max);
+
+/// The most threads `--threads` takes. A thread per core is what speeds a kernel up, and the
+/// largest machines have a few hundred hardware threads (two 192-core CPUs with two threads per
+/// core: 768); far beyond that, the OpenMP runtime fails to start its threads and crashes
+/// (`--threads 100000`), so the flag stops there with a message instead.
+constexpr int kMaxThreads = 1024;
+
+/// The CLI11 check of `--threads`: 0 (all cores) to kMaxThreads, as number_between.
+CLI::Validator thread_count();
 
 /// Refuses, with a sentence naming `flag`, an output `path` whose folder does not exist, so that
 /// a program that writes its files at the end fails before its work rather than after it. An

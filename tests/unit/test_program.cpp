@@ -1,7 +1,10 @@
-// The chapters' program layer (chapters/common/program.h): a library error of a kind that one of
-// the chapters' flags can fix gets that flag as advice; every other error keeps its message.
+// The chapters' program layer (chapters/common/): a library error of a kind that one of the
+// chapters' flags can fix gets that flag as advice, every other error keeps its message; number
+// flags take only numbers that make sense.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -46,6 +49,86 @@ TEST(ErrorMessage, AnAbsentGpuEndsWithTheDeviceFlag) {
   } catch (const Error& e) {
     EXPECT_EQ(error_message(e), "cannot use " + absent.str() + ": " + reason + " (use --device cpu)");
   }
+}
+
+// What CLI11 answers when `value` is given to a flag of type T checked by `validator`: its
+// message, or "" when the value is taken (then `*taken`, when given, holds what the flag got).
+template <class T>
+std::string refusal(const CLI::Validator& validator, const std::string& value, T* taken = nullptr) {
+  CLI::App app;
+  T variable{};
+  app.add_option("--flag", variable)->check(validator);
+  try {
+    app.parse("--flag " + value, false);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  if (taken != nullptr) *taken = variable;
+  return "";
+}
+
+TEST(NumberFlags, TakeFiniteNumbersOnly) {
+  for (const std::string value : {"inf", "-inf", "nan", "1e999"}) {
+    EXPECT_EQ(refusal<double>(positive_number(), value),
+              "--flag: expected a number above 0, got '" + value + "': a flag takes finite numbers only");
+    EXPECT_EQ(refusal<double>(non_negative_number(), value),
+              "--flag: expected a number of 0 or more, got '" + value + "': a flag takes finite numbers only");
+  }
+  EXPECT_EQ(refusal<double>(positive_number(), "0"), "--flag: expected a number above 0, got '0'");
+  EXPECT_EQ(refusal<double>(non_negative_number(), "-1"), "--flag: expected a number of 0 or more, got '-1'");
+  EXPECT_EQ(refusal<double>(positive_number(), "fast"), "--flag: expected a number above 0, got 'fast'");
+  double taken = 0;
+  EXPECT_EQ(refusal<double>(positive_number(), "1e-3", &taken), "");
+  EXPECT_EQ(taken, 1e-3);
+  EXPECT_EQ(refusal<double>(non_negative_number(), "0"), "");
+}
+
+// CLI11 converts with strtoll and does not look at errno: without the check, a number too large
+// for 64 bits would reach the program as 2^63 - 1.
+TEST(NumberFlags, RefuseWholeNumbersBeyond64BitsInsteadOfClampingThem) {
+  const std::string largest = std::to_string(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(refusal<int64_t>(non_negative_number(), "99999999999999999999"),
+            "--flag: expected a number of 0 or more, got '99999999999999999999': the largest whole number a flag "
+            "takes is " + largest);
+  EXPECT_NE(refusal<uint64_t>(non_negative_number(), "99999999999999999999"), "");
+  EXPECT_NE(refusal<int64_t>(positive_number(), "-99999999999999999999"), "");
+  int64_t taken = 0;
+  EXPECT_EQ(refusal<int64_t>(positive_number(), largest, &taken), "");
+  EXPECT_EQ(taken, std::numeric_limits<int64_t>::max());
+  // A real-valued flag takes a large number written with an exponent.
+  EXPECT_EQ(refusal<double>(positive_number(), "1e20"), "");
+}
+
+// strtoll, as CLI11 calls it, reads "010" as octal (8) and "0x10" as hexadecimal (16).
+TEST(NumberFlags, RefuseWholeNumbersNotWrittenInDecimal) {
+  for (const std::string value : {"010", "0x10"}) {
+    EXPECT_EQ(refusal<int64_t>(non_negative_number(), value),
+              "--flag: expected a number of 0 or more, got '" + value +
+                  "': write whole numbers in decimal, without a leading 0 or 0x");
+  }
+  int64_t taken = 0;
+  EXPECT_EQ(refusal<int64_t>(positive_number(), "+10", &taken), "");
+  EXPECT_EQ(taken, 10);
+  EXPECT_EQ(refusal<int64_t>(non_negative_number(), "0", &taken), "");
+  EXPECT_EQ(taken, 0);
+}
+
+TEST(NumberFlags, BetweenTakesBothEndsAndRefusesNaN) {
+  for (const std::string value : {"0", "0.9", "1"}) EXPECT_EQ(refusal<double>(number_between(0, 1), value), "");
+  EXPECT_EQ(refusal<double>(number_between(0, 1), "1.5"), "--flag: expected a number from 0 to 1, got '1.5'");
+  EXPECT_EQ(refusal<double>(number_between(0, 1), "-0.1"), "--flag: expected a number from 0 to 1, got '-0.1'");
+  EXPECT_EQ(refusal<double>(number_between(0, 1), "nan"),
+            "--flag: expected a number from 0 to 1, got 'nan': a flag takes finite numbers only");
+}
+
+// --threads 100000 once crashed inside the OpenMP runtime.
+TEST(NumberFlags, ThreadCountStopsAtItsLimit) {
+  const std::string limit = std::to_string(kMaxThreads);
+  EXPECT_EQ(refusal<int>(thread_count(), "0"), "");
+  EXPECT_EQ(refusal<int>(thread_count(), limit), "");
+  EXPECT_EQ(refusal<int>(thread_count(), "100000"), "--flag: expected a number from 0 to " + limit + ", got '100000'");
+  EXPECT_EQ(refusal<int>(thread_count(), std::to_string(kMaxThreads + 1)),
+            "--flag: expected a number from 0 to " + limit + ", got '" + std::to_string(kMaxThreads + 1) + "'");
 }
 
 }  // namespace
