@@ -13,6 +13,18 @@ namespace {
 constexpr int64_t kImageBytes = 3 * 32 * 32;        // one image: (3, 32, 32) u8
 constexpr int64_t kRecordBytes = 1 + kImageBytes;  // label byte + image
 
+// What a file of `bytes` holds, in records, for an error message: "0 bytes (it is empty)",
+// "6146 bytes (2 whole records)", "6145 bytes (1 whole record and 3072 bytes of another)", or
+// "more than 30730000 bytes" when reading stopped one byte past `expected`.
+std::string describe_length(int64_t bytes, int64_t expected) {
+  if (bytes > expected) return detail::concat("more than ", expected, " bytes");
+  if (bytes == 0) return "0 bytes (it is empty)";
+  const int64_t whole = bytes / kRecordBytes, partial = bytes % kRecordBytes;
+  std::string text = detail::concat(bytes, " bytes (", whole, whole == 1 ? " whole record" : " whole records");
+  if (partial != 0) text += detail::concat(" and ", partial, " bytes of another");
+  return text + ")";
+}
+
 }  // namespace
 
 const std::vector<std::string>& cifar10_classes() {
@@ -21,7 +33,9 @@ const std::vector<std::string>& cifar10_classes() {
   return classes;
 }
 
-TensorDataset cifar10(const std::string& root, bool train) {
+TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_file) {
+  LOCKSTEP_CHECK(records_per_file > 0, "cifar10: expected a positive number of records per file, got ",
+                 records_per_file);
   std::vector<std::string> names;
   if (train) {
     for (int b = 1; b <= 5; ++b) names.push_back("data_batch_" + std::to_string(b) + ".bin");
@@ -29,20 +43,28 @@ TensorDataset cifar10(const std::string& root, bool train) {
     names.push_back("test_batch.bin");
   }
 
-  // Read every file whole and check it is a run of complete records before using it.
+  // Each file must hold exactly `records_per_file` whole records. The file has no header, so
+  // that count is the only size there is to trust: reading stops one byte past it, which
+  // bounds memory (a compressed file cannot inflate beyond it) and tells a file with too much
+  // data from a complete one. A file cut at a record boundary holds whole records but too
+  // few, which is why the count and not only the record size is checked.
+  LOCKSTEP_CHECK(records_per_file <= (int64_t(1) << 31) / kRecordBytes, "cifar10: ", records_per_file,
+                 " records per file would need more than 2^31 bytes per file; CIFAR-10's files hold 10000");
+  const int64_t expected = records_per_file * kRecordBytes;
   std::vector<std::vector<uint8_t>> files;
   std::vector<std::string> paths;
-  int64_t n = 0;
   for (const std::string& name : names) {
     const std::string path = (std::filesystem::path(root) / name).string();
-    files.push_back(GzipFile(path).read_all());
+    files.push_back(GzipFile(path).read_up_to(expected + 1));
     paths.push_back(path);
     const int64_t bytes = static_cast<int64_t>(files.back().size());
-    LOCKSTEP_CHECK(bytes % kRecordBytes == 0, "cifar10: '", path, "' holds ", bytes, " bytes, not a multiple of ",
-                   kRecordBytes, " (one label byte + 3x32x32 pixel bytes per image); the file is truncated or not ",
-                   "from the binary version of CIFAR-10");
-    n += bytes / kRecordBytes;
+    LOCKSTEP_CHECK(bytes == expected, "cifar10: '", path, "' holds ", describe_length(bytes, expected),
+                   " but should hold ", records_per_file, records_per_file == 1 ? " record of " : " records of ",
+                   kRecordBytes, " bytes (", expected,
+                   " bytes: one label byte + 3x32x32 pixel bytes per image); the file is damaged or not from the ",
+                   "binary version of CIFAR-10 (cifar-10-binary.tar.gz)");
   }
+  const int64_t n = records_per_file * static_cast<int64_t>(files.size());
 
   // Split the records into pixels (N, 3, 32, 32) and labels (N).
   Tensor pixels = empty({n, 3, 32, 32}, TensorOptions().dtype(DType::u8));

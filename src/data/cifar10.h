@@ -22,11 +22,19 @@ constexpr float kCifar10Std[3] = {0.2470f, 0.2435f, 0.2616f};
 /// The ten class names, indexed by label ("airplane", "automobile", ... "truck").
 const std::vector<std::string>& cifar10_classes();
 
+/// Records in each file of the binary version: 10000 (five training files, one test file).
+constexpr int64_t kCifar10RecordsPerFile = 10000;
+
 /// Loads the training set (data_batch_1.bin to data_batch_5.bin, in that order) or the test set
 /// (test_batch.bin) from directory `root`. Inputs are f32 (N, 3, 32, 32), scaled to [0, 1] and
 /// normalised per channel with kCifar10Mean and kCifar10Std; targets are i64 (N) in 0..9.
-/// Throws if a file is missing, its length is not a whole number of records, or a label is
-/// not a class.
-TensorDataset cifar10(const std::string& root, bool train);
+/// Each file must hold exactly `records_per_file` records (the real dataset's 10000 unless a
+/// caller made smaller files, as tests do). Throws, naming the file, if a file is missing, its
+/// length is not exactly that many whole records (empty, cut short at or inside a record, or
+/// longer; reading stops one byte past the expected size, so a file never costs more memory than
+/// that), or a label is not a class, e.g. `cifar10: 'test_batch.bin' holds 6146 bytes (2 whole
+/// records) but should hold 10000 records of 3073 bytes (30730000 bytes: ...); the file is
+/// damaged or not from the binary version of CIFAR-10 (cifar-10-binary.tar.gz)`.
+TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_file = kCifar10RecordsPerFile);
 
 }  // namespace lockstep

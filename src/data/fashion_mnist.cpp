@@ -49,8 +49,16 @@ TensorDataset fashion_mnist(const std::string& root, bool train) {
   const Tensor images = read_idx_images(images_path);  // images: (N, 28, 28) u8
   const Tensor labels = read_idx_labels(labels_path);  // labels: (N) u8
 
-  // The two files must describe the same samples.
+  // An empty split would train on nothing or report an accuracy of 0/0 much later; images of
+  // another size would fail in the model's first layer with no word about the file.
   const int64_t n = images.size(0);
+  const char* split = train ? "training" : "test";
+  LOCKSTEP_CHECK(n > 0, "fashion_mnist: '", images_path, "' (the ", split,
+                 " split) holds 0 images; the file is incomplete: replace it with the original one");
+  LOCKSTEP_CHECK(images.size(1) == 28 && images.size(2) == 28, "fashion_mnist: '", images_path, "' holds images of ",
+                 images.size(1), "x", images.size(2), " but Fashion-MNIST's are 28x28; it is not a Fashion-MNIST file");
+
+  // The two files must describe the same samples.
   LOCKSTEP_CHECK(labels.size(0) == n, "fashion_mnist: '", images_path, "' holds ", n, " images but '", labels_path,
                  "' holds ", labels.size(0), " labels");
   const Tensor targets = labels.to(DType::i64);  // targets: (N) i64

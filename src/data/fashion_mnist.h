@@ -23,8 +23,9 @@ const std::vector<std::string>& fashion_mnist_classes();
 /// test set (t10k-...) from directory `root`; each file may also be gzip-compressed with a .gz
 /// suffix. Inputs are f32 (N, 1, 28, 28), the pixels scaled to [0, 1] and then normalised with
 /// kFashionMnistMean and kFashionMnistStd (torchvision's ToTensor() + Normalize); targets are
-/// i64 (N) in 0..9. Throws if a file is missing or corrupt, the image and label counts differ,
-/// or a label is not a class.
+/// i64 (N) in 0..9. Throws, naming the file, if a file is missing or corrupt (see
+/// read_idx_images), holds no images or images other than 28x28, the image and label counts
+/// differ, or a label is not a class.
 TensorDataset fashion_mnist(const std::string& root, bool train);
 
 /// Finds the directory holding the four Fashion-MNIST files (either naming). A directory the

@@ -59,16 +59,18 @@ int64_t GzipFile::read(void* destination, int64_t nbytes) {
   return total;
 }
 
-std::vector<uint8_t> GzipFile::read_all() {
+std::vector<uint8_t> GzipFile::read_up_to(int64_t limit) {
   std::vector<uint8_t> bytes;
-  // Grow in steps of the buffer size until a read comes back short: the end of the file.
-  for (;;) {
+  // Grow in steps of the buffer size, so that a file shorter than `limit` never costs `limit`.
+  while (static_cast<int64_t>(bytes.size()) < limit) {
     const size_t used = bytes.size();
-    bytes.resize(used + kBufferBytes);
-    const int64_t got = read(bytes.data() + used, kBufferBytes);
+    const int64_t step = std::min<int64_t>(kBufferBytes, limit - static_cast<int64_t>(used));
+    bytes.resize(used + static_cast<size_t>(step));
+    const int64_t got = read(bytes.data() + used, step);
     bytes.resize(used + static_cast<size_t>(got));
-    if (got < static_cast<int64_t>(kBufferBytes)) return bytes;
+    if (got < step) break;  // the end of the file
   }
+  return bytes;
 }
 
 }  // namespace lockstep

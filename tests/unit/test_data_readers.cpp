@@ -187,10 +187,63 @@ TEST(Idx, RejectsTruncatedFiles) {
   expect_error([&] { read_idx_images(dir / "header"); }, "truncated: the header needs 16 bytes but the file holds 8");
   write_file(dir / "empty", {});
   expect_error([&] { read_idx_images(dir / "empty"); }, dir / "empty" + ": truncated: the file holds 0 bytes");
+  // A header at the limit of 2^31 bytes is believed only as far as the file goes: the error
+  // comes from the data that is there, without 2 GiB set aside for it first.
+  write_file(dir / "limit", idx(0x803, {2048, 1024, 1024}, iota_bytes(5)));
+  expect_error([&] { read_idx_images(dir / "limit"); },
+               "truncated: header says 2048 images of 1024x1024 but the file holds 5 bytes of pixel data");
+}
+
+TEST(Idx, RefusesAbsurdHeaderSizesBeforeReadingTheData) {
+  TempDir dir;
   // Sizes whose product overflows 64 bits (2^22 * 2^22 * 2^20 = 2^64 wraps to 0) must not pass
   // for a file with no pixel data at all.
   write_file(dir / "huge", idx(0x803, {1u << 22, 1u << 22, 1u << 20}, {}));
-  expect_error([&] { read_idx_images(dir / "huge"); }, "truncated: header says 4194304 images of 4194304x1048576");
+  expect_error([&] { read_idx_images(dir / "huge"); },
+               dir / "huge" + ": header says 4194304 images of 4194304x1048576, more than the 2147483648 bytes of "
+                              "pixel data an IDX file may hold; it is corrupt or not an IDX file of images");
+  // No overflow, but 4.7 GB: refused by the cap, whatever follows the header.
+  write_gzip(dir / "big.gz", idx(0x803, {60000, 280, 280}, Bytes(100, 0)));
+  expect_error([&] { read_idx_images(dir / "big.gz"); },
+               "header says 60000 images of 280x280, more than the 2147483648 bytes of pixel data");
+  write_file(dir / "labels", idx(0x801, {0xffffffffu}, {}));
+  expect_error([&] { read_idx_labels(dir / "labels"); }, "header says 4294967295 labels, more than the 2147483648");
+}
+
+// A gzip bomb: a header for 10 images of 28x28, then 100 MB of zeros that deflate to under half a
+// megabyte. Reading must stop one byte past the 7840 bytes the header declares, instead of
+// inflating everything and comparing afterwards.
+TEST(Idx, StopsInflatingAtTheSizeTheHeaderDeclares) {
+  TempDir dir;
+  z_stream stream{};
+  ASSERT_EQ(deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);  // +16: gzip
+  Bytes compressed(1 << 20);
+  size_t used = 0;
+  // Compresses `input` (or finishes the stream), growing `compressed` as needed.
+  const auto feed = [&](const Bytes& input, int flush) {
+    stream.next_in = const_cast<Bytef*>(input.data());
+    stream.avail_in = static_cast<uInt>(input.size());
+    int result = Z_OK;
+    do {
+      if (compressed.size() - used < (1 << 16)) compressed.resize(compressed.size() * 2);
+      stream.next_out = compressed.data() + used;
+      stream.avail_out = static_cast<uInt>(compressed.size() - used);
+      result = deflate(&stream, flush);
+      used = compressed.size() - stream.avail_out;
+    } while (stream.avail_in > 0 || (flush == Z_FINISH && result != Z_STREAM_END));
+  };
+  feed(idx(0x803, {10, 28, 28}, {}), Z_NO_FLUSH);
+  const Bytes zeros(1 << 20, 0);
+  for (int mib = 0; mib < 100; ++mib) feed(zeros, Z_NO_FLUSH);
+  feed({}, Z_FINISH);
+  deflateEnd(&stream);
+  compressed.resize(used);
+  ASSERT_LT(compressed.size(), 1u << 20);
+  write_file(dir / "bomb.gz", compressed);
+
+  expect_error([&] { read_idx_images(dir / "bomb.gz"); },
+               dir / "bomb.gz" + ": header says 10 images of 28x28 (7840 bytes of pixel data) but the file holds "
+                                 "more (reading stopped at 7841 bytes); it is corrupt or not an IDX file of images");
 }
 
 TEST(Idx, RejectsCutOrCorruptGzipStreams) {
@@ -213,7 +266,7 @@ TEST(Idx, RejectsExtraBytesAfterTheData) {
   TempDir dir;
   write_file(dir / "long", idx(0x801, {2}, {1, 2, 3}));
   expect_error([&] { read_idx_labels(dir / "long"); },
-               "header says 2 labels (2 bytes of label data) but the file holds 3");
+               "header says 2 labels (2 bytes of label data) but the file holds more (reading stopped at 3 bytes)");
 }
 
 TEST(Idx, RejectsMissingFilesAndEmptyPaths) {
@@ -275,6 +328,20 @@ TEST(FashionMnist, RejectsLabelsThatAreNotClasses) {
   TempDir dir;
   write_fashion(dir, "t10k", Bytes(2 * 784, 0), {9, 10}, true);
   expect_error([&] { fashion_mnist(dir.str(), false); }, "label 10 of sample 1 is not a class (expected 0..9)");
+}
+
+TEST(FashionMnist, RejectsAnEmptySplitAndImagesOfAnotherSize) {
+  TempDir dir;
+  write_fashion(dir, "train", Bytes(784, 0), {1}, true);
+  write_fashion(dir, "t10k", {}, {}, true);  // valid IDX files of 0 images and 0 labels
+  expect_error([&] { fashion_mnist(dir.str(), false); },
+               "fashion_mnist: '" + dir / "t10k-images-idx3-ubyte.gz" + "' (the test split) holds 0 images");
+  // 28 images of 28x1: the same bytes as one 28x28 image, but not Fashion-MNIST.
+  write_file(dir / "train-images-idx3-ubyte", idx(0x803, {28, 28, 1}, Bytes(784, 0)));
+  write_file(dir / "train-labels-idx1-ubyte", idx(0x801, {28}, Bytes(28, 0)));
+  fs::remove(dir / "train-images-idx3-ubyte.gz");
+  fs::remove(dir / "train-labels-idx1-ubyte.gz");
+  expect_error([&] { fashion_mnist(dir.str(), true); }, "holds images of 28x1 but Fashion-MNIST's are 28x28");
 }
 
 TEST(FashionMnist, NamesBothSpellingsOfAMissingFile) {
@@ -361,7 +428,7 @@ Bytes concat(const std::vector<Bytes>& parts) {
 TEST(Cifar10, LoadsRecordsInChannelMajorOrderAndNormalisesPerChannel) {
   TempDir dir;
   write_file(dir / "test_batch.bin", concat({cifar_record(3, 0, 255, 51), cifar_record(7, 255, 0, 0)}));
-  const TensorDataset test = cifar10(dir.str(), false);
+  const TensorDataset test = cifar10(dir.str(), false, /*records_per_file=*/2);
   EXPECT_EQ(test.inputs().shape(), (Shape{2, 3, 32, 32}));
   EXPECT_EQ(test.targets().to_vector<int64_t>(), (std::vector<int64_t>{3, 7}));
   EXPECT_EQ(test.classes()[3], "cat");
@@ -383,10 +450,11 @@ TEST(Cifar10, LoadsTheFiveTrainingBatchesInOrder) {
   for (int b = 1; b <= 5; ++b) {
     write_file(dir / ("data_batch_" + std::to_string(b) + ".bin"), cifar_record(static_cast<uint8_t>(b), 0, 0, 0));
   }
-  const TensorDataset train = cifar10(dir.str(), true);
+  const TensorDataset train = cifar10(dir.str(), true, /*records_per_file=*/1);
   EXPECT_EQ(train.targets().to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
   fs::remove(dir / "data_batch_4.bin");
-  expect_error([&] { cifar10(dir.str(), true); }, dir / "data_batch_4.bin" + ": cannot open (No such file or directory)");
+  expect_error([&] { cifar10(dir.str(), true, 1); },
+               dir / "data_batch_4.bin" + ": cannot open (No such file or directory)");
 }
 
 TEST(Cifar10, RejectsALengthThatIsNotWholeRecords) {
@@ -394,13 +462,40 @@ TEST(Cifar10, RejectsALengthThatIsNotWholeRecords) {
   Bytes bytes = concat({cifar_record(1, 0, 0, 0), cifar_record(2, 0, 0, 0)});
   bytes.pop_back();
   write_file(dir / "test_batch.bin", bytes);
-  expect_error([&] { cifar10(dir.str(), false); }, "test_batch.bin' holds 6145 bytes, not a multiple of 3073");
+  expect_error([&] { cifar10(dir.str(), false, 2); },
+               "test_batch.bin' holds 6145 bytes (1 whole record and 3072 bytes of another) but should hold 2 records "
+               "of 3073 bytes (6146 bytes: one label byte + 3x32x32 pixel bytes per image)");
+}
+
+// Files of whole records can still be wrong: empty, or cut at a record boundary. Each must hold
+// the 10000 records of the real dataset.
+TEST(Cifar10, RejectsEmptyFilesAndFilesCutAtARecordBoundary) {
+  TempDir dir;
+  write_file(dir / "test_batch.bin", {});
+  expect_error([&] { cifar10(dir.str(), false); },
+               "cifar10: '" + dir / "test_batch.bin" + "' holds 0 bytes (it is empty) but should hold 10000 records "
+               "of 3073 bytes (30730000 bytes: one label byte + 3x32x32 pixel bytes per image); the file is damaged "
+               "or not from the binary version of CIFAR-10 (cifar-10-binary.tar.gz)");
+  write_file(dir / "test_batch.bin", concat({cifar_record(1, 0, 0, 0), cifar_record(2, 0, 0, 0)}));
+  expect_error([&] { cifar10(dir.str(), false); },
+               "test_batch.bin' holds 6146 bytes (2 whole records) but should hold 10000 records");
+  for (int b = 1; b <= 5; ++b) write_file(dir / ("data_batch_" + std::to_string(b) + ".bin"), cifar_record(1, 0, 0, 0));
+  expect_error([&] { cifar10(dir.str(), true); },
+               "data_batch_1.bin' holds 3073 bytes (1 whole record) but should hold 10000 records");
+}
+
+TEST(Cifar10, RejectsFilesWithMoreRecordsThanExpected) {
+  TempDir dir;
+  // Compressed, so that reading must stop at the expected size rather than at the file's end.
+  write_gzip(dir / "test_batch.bin", concat({cifar_record(1, 0, 0, 0), cifar_record(2, 0, 0, 0)}));
+  expect_error([&] { cifar10(dir.str(), false, 1); },
+               "test_batch.bin' holds more than 3073 bytes but should hold 1 record of 3073 bytes");
 }
 
 TEST(Cifar10, RejectsLabelsThatAreNotClasses) {
   TempDir dir;
   write_file(dir / "test_batch.bin", concat({cifar_record(1, 0, 0, 0), cifar_record(10, 0, 0, 0)}));
-  expect_error([&] { cifar10(dir.str(), false); }, "label 10 of record 1 is not a class (expected 0..9)");
+  expect_error([&] { cifar10(dir.str(), false, 2); }, "label 10 of record 1 is not a class (expected 0..9)");
 }
 
 // ---------------------------------------------------------------------------------------------
