@@ -113,8 +113,7 @@ struct Entry {
 };
 
 // A JSON value for an error message: a short flat one as it is written, anything else by its
-// kind and size (printed whole it could fill the screen, and a deeply nested one would
-// overflow the stack of the recursive printer).
+// kind and size (printed whole it could fill the screen).
 std::string describe(const Json& value) {
   constexpr size_t kShort = 80;
   const bool flat = !value.is_structured() ||
@@ -185,11 +184,26 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
   return metadata;
 }
 
+// How deeply the header's JSON may nest. A valid header nests 3 levels (the header object, a
+// tensor's entry, its shape list); the limit leaves room for that many times over and still
+// keeps every recursive walk of the parsed value (printing, comparing, destroying) far from the
+// end of the stack, which a header nesting a million levels would otherwise reach.
+constexpr int kMaxNesting = 64;
+
 // Parses the header text; a tensor name that appears twice is an error, because a JSON parser
-// would silently keep only the last one.
+// would silently keep only the last one, and so is nesting deeper than kMaxNesting.
 Json parse_header(const std::string& path, const std::string& text) {
-  const auto reject_duplicates = [&path, seen = std::set<std::string>()](
-                                     int depth, Json::parse_event_t event, Json& parsed) mutable {
+  // Both checks ride on the parser's callback, which it calls as it opens each object or array
+  // and reads each key, with the number of enclosing containers as `depth`. Stopping there means
+  // no value deeper than the limit is ever built; scanning the raw bytes for brackets first
+  // would have to skip brackets inside strings (and their escapes) to be right, a second JSON
+  // lexer for no gain.
+  const auto check_structure = [&path, seen = std::set<std::string>()](
+                                   int depth, Json::parse_event_t event, Json& parsed) mutable {
+    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    check_file(!opens || depth < kMaxNesting, path, "the header nests JSON more than ", kMaxNesting,
+               " levels deep, where a safetensors header needs 3 (the header, a tensor's entry, its shape); the ",
+               "file is corrupt or not a safetensors file");
     // Depth 1 holds the top-level keys: the tensor names and "__metadata__".
     if (event == Json::parse_event_t::key && depth == 1)
       check_file(seen.insert(parsed.get<std::string>()).second, path, "the header names tensor '",
@@ -197,7 +211,7 @@ Json parse_header(const std::string& path, const std::string& text) {
     return true;
   };
   try {
-    return Json::parse(text, reject_duplicates);
+    return Json::parse(text, check_structure);
   } catch (const Json::parse_error& e) {
     throw Error(detail::concat("load_safetensors: '", path, "': the header is not valid JSON: ", e.what()));
   }
@@ -209,6 +223,46 @@ void check_bool_bytes(const std::string& path, const std::string& name, const Te
   for (int64_t i = 0; i < tensor.numel(); ++i)
     check_file(bytes[i] <= 1, path, "BOOL tensor '", name, "' holds the byte ", int(bytes[i]), " at element ", i,
                "; BOOL elements must be 0 or 1");
+}
+
+// The number of elements of a floating tensor, read as `Bits` (the unsigned integer of their
+// width), whose exponent field is all ones: infinities and NaNs. One rule serves all four
+// formats, since IEEE binary64, binary32, binary16 and bfloat16 all spell non-finite that way;
+// `first` receives the position of the first, `first_text` "inf", "-inf" or "nan".
+template <class Bits>
+int64_t count_non_finite(const Tensor& tensor, Bits exponent_mask, int64_t* first, const char** first_text) {
+  const Bits sign_mask = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  const auto* data = static_cast<const char*>(tensor.data());
+  int64_t found = 0;
+  for (int64_t i = 0; i < tensor.numel(); ++i) {
+    Bits bits;
+    std::memcpy(&bits, data + i * sizeof(Bits), sizeof(Bits));
+    if ((bits & exponent_mask) != exponent_mask) continue;
+    if (found++ == 0) {
+      *first = i;
+      const bool nan = (bits & Bits(~(exponent_mask | sign_mask))) != 0;  // a non-zero mantissa: NaN
+      *first_text = nan ? "nan" : (bits & sign_mask) != 0 ? "-inf" : "inf";
+    }
+  }
+  return found;
+}
+
+// Fails if a floating tensor holds an infinity or a NaN. Such a checkpoint comes from a run that
+// had already diverged, and loading it would only carry NaNs into every later step.
+void check_finite(const std::string& path, const Entry& entry, const Tensor& tensor) {
+  int64_t first = 0, found = 0;
+  const char* text = "";
+  switch (entry.dtype) {
+    case DType::f64: found = count_non_finite<uint64_t>(tensor, 0x7ff0000000000000ull, &first, &text); break;
+    case DType::f32: found = count_non_finite<uint32_t>(tensor, 0x7f800000u, &first, &text); break;
+    case DType::f16: found = count_non_finite<uint16_t>(tensor, 0x7c00u, &first, &text); break;
+    case DType::bf16: found = count_non_finite<uint16_t>(tensor, 0x7f80u, &first, &text); break;
+    default: return;  // integers and booleans are always finite
+  }
+  check_file(found == 0, path, "tensor '", entry.name, "' (", safetensors_dtype_name(entry.dtype), ", shape ",
+             shape_str(entry.shape), ") holds ", found, " non-finite value", found == 1 ? "" : "s", ", the first ",
+             text, " at element ", first, "; the run that saved it had diverged: load an earlier checkpoint ",
+             "or train again (with a lower learning rate, say)");
 }
 
 // Closes a FILE* when loading ends, however it ends.
@@ -334,6 +388,7 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
     Tensor t = empty(e.shape, TensorOptions().dtype(e.dtype));
     read(t.data(), e.end - e.begin, ("the data of tensor '" + e.name + "'").c_str());
     if (e.dtype == DType::boolean) check_bool_bytes(path, e.name, t);
+    check_finite(path, e, t);
     result.emplace_back(e.name, t);
   }
   return result;

@@ -53,9 +53,15 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
 ///
 /// Everything in the file is checked before it is trusted, and each problem is a one-line
 /// lockstep::Error naming the file: too short to hold the header length, a header length beyond
-/// the end of the file, invalid JSON (with the parser's message), an unsupported dtype, a
-/// missing or malformed field, a shape that does not match its byte range, byte ranges outside
-/// the data, overlapping or leaving gaps, duplicate tensor names, and BOOL bytes other than 0/1.
+/// the end of the file, invalid JSON (with the parser's message), JSON nested more than 64
+/// levels deep (a valid header nests 3; the limit keeps a hostile header from exhausting the
+/// stack), an unsupported dtype, a missing or malformed field, a shape that does not match its
+/// byte range, byte ranges outside the data, overlapping or leaving gaps, duplicate tensor
+/// names, BOOL bytes other than 0/1, and infinities or NaNs in a floating tensor (F64, F32, F16,
+/// BF16), which name the tensor, e.g. `load_safetensors: 'model.safetensors': tensor
+/// 'fc.weight' (F32, shape [10, 784]) holds 2 non-finite values, the first nan at element 17;
+/// the run that saved it had diverged: ...`. save_safetensors writes such values without
+/// complaint, so the file can still be inspected with other tools.
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace lockstep

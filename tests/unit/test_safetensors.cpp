@@ -8,6 +8,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "io/safetensors.h"
@@ -214,11 +215,11 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
        safetensors_bytes(R"({"a":{"dtype":"F32","shape":[9223372036854775807,9223372036854775807,0],)"
                          R"("data_offsets":[0,0]}})", ""),
        "which need 2^63 or more bytes"},
-      // Deeply nested JSON is described, not printed (printing it would overflow the stack).
-      {"deep_nesting", safetensors_bytes(R"({"t":)" + std::string(100000, '[') + std::string(100000, ']') + "}", ""),
+      // Nested JSON within the limit is described, not printed.
+      {"nested", safetensors_bytes(R"({"t":)" + std::string(10, '[') + std::string(10, ']') + "}", ""),
        "tensor 't' must be an object with \"dtype\", \"shape\" and \"data_offsets\", got an array of length 1"},
-      {"deep_shape",
-       safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(100000, '[') + std::string(100000, ']') +
+      {"nested_shape",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(10, '[') + std::string(10, ']') +
                              R"(,"data_offsets":[0,0]}})", ""),
        "has shape an array of length 1; expected a list of non-negative integers"},
       {"out_of_range", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight),
@@ -250,6 +251,70 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
   expect_error([&] { load_safetensors(dir_); }, {"load_safetensors: '" + dir_ + "'", "is not a regular file"});
   expect_error([&] { load_safetensors(file("missing.safetensors")); },
                {file("missing.safetensors"), "cannot open the file: No such file or directory"});
+}
+
+// JSON nested deeper than any safetensors header needs is refused while it is parsed: a
+// million levels would otherwise exhaust the stack of whatever walks the parsed value.
+TEST_F(Safetensors, RefusesHeadersNestedDeeperThanTheLimit) {
+  const auto nested = [](size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  const std::string words = "the header nests JSON more than 64 levels deep, where a safetensors header needs 3";
+  for (size_t levels : {100000, 1000000}) {
+    SCOPED_TRACE(levels);
+    write_bytes(file("deep.safetensors"), safetensors_bytes(R"({"t":)" + nested(levels) + "}", ""));
+    expect_error([&] { load_safetensors(file("deep.safetensors")); },
+                 {"load_safetensors: '" + file("deep.safetensors") + "'", words});
+    write_bytes(file("deep_shape.safetensors"),
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + nested(levels) + R"(,"data_offsets":[0,0]}})",
+                                  ""));
+    expect_error([&] { load_safetensors(file("deep_shape.safetensors")); }, {words});
+  }
+  // Exactly at the limit (the header object, a tensor's entry and 62 arrays): the usual error
+  // about the shape, not about nesting.
+  write_bytes(file("limit.safetensors"),
+              safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + nested(62) + R"(,"data_offsets":[0,0]}})", ""));
+  expect_error([&] { load_safetensors(file("limit.safetensors")); }, {"has shape an array of length 1"});
+  // Brackets inside strings are text, not nesting.
+  save_safetensors(file("brackets.safetensors"), {{std::string(1000, '['), ones({1})}},
+                   {{"note", std::string(1000, '{')}});
+  EXPECT_EQ(load_safetensors(file("brackets.safetensors"))[0].first, std::string(1000, '['));
+}
+
+// A checkpoint saved by a run that had diverged holds infinities or NaNs: loading it is an
+// error naming the tensor, in every floating dtype.
+TEST_F(Safetensors, RefusesNonFiniteValuesNamingTheTensor) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    DType dtype;
+    std::vector<double> values;
+    std::string words;
+  };
+  const Case cases[] = {
+      {DType::f32, {1, 2, 3, inf}, "tensor 'fc.weight' (F32, shape [2, 2]) holds 1 non-finite value, the first inf at "
+                                   "element 3; the run that saved it had diverged: load an earlier checkpoint"},
+      {DType::f32, {nan, 0, nan, 1}, "tensor 'fc.weight' (F32, shape [2, 2]) holds 2 non-finite values, the first nan "
+                                     "at element 0"},
+      {DType::bf16, {0, -inf, 1, 1}, "tensor 'fc.weight' (BF16, shape [2, 2]) holds 1 non-finite value, the first "
+                                     "-inf at element 1"},
+      {DType::bf16, {0, 1, 2, nan}, "(BF16, shape [2, 2]) holds 1 non-finite value, the first nan at element 3"},
+      {DType::f16, {inf, 0, 0, 0}, "(F16, shape [2, 2]) holds 1 non-finite value, the first inf at element 0"},
+      {DType::f64, {0, 0, nan, 0}, "(F64, shape [2, 2]) holds 1 non-finite value, the first nan at element 2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.words);
+    const std::string path = file("diverged.safetensors");
+    // save_safetensors writes such values: the file stays readable by other tools.
+    save_safetensors(path, {{"fc.bias", zeros({2})},
+                            {"fc.weight", from_vector(c.values, {2, 2}, TensorOptions().dtype(c.dtype))}});
+    expect_error([&] { load_safetensors(path); }, {"load_safetensors: '" + path + "'", c.words});
+  }
+  // The largest finite values and integers whose bits would spell inf or NaN as floats load.
+  const float big = std::numeric_limits<float>::max();
+  save_safetensors(file("finite.safetensors"),
+                   {{"max", from_vector({-big, big}, {2})},
+                    {"bf16", from_vector({3.0e38, -3.0e38}, {2}, TensorOptions().dtype(DType::bf16))},
+                    {"f16", from_vector({65504.0, -65504.0}, {2}, TensorOptions().dtype(DType::f16))},
+                    {"ints", from_vector(std::vector<int32_t>{-1, 0x7f800000}, {2})}});
+  EXPECT_EQ(load_safetensors(file("finite.safetensors")).size(), 4u);
 }
 
 TEST_F(Safetensors, SaveRejectsBadStateDicts) {
