@@ -79,8 +79,8 @@ std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Te
 // Mistakes that would otherwise surface only after loading data or, for --save, after training.
 void check_options(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
-  check_output_folder("--save", o.save);
-  check_output_folder("--trace", o.trace);
+  check_output_file("--save", o.save);
+  check_output_file("--trace", o.trace);
 }
 
 int run(const Options& o) {

@@ -166,7 +166,7 @@ void print_breakdown(const StepTimes& single, const StepTimes& parallel, Device 
 
 int run(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
-  check_output_folder("--trace", o.trace);
+  check_output_file("--trace", o.trace);
   StepMetrics metrics(o.metrics);
   if (o.threads > 0) set_num_threads(o.threads);
   const DeviceChoice choice = resolve_device(o.device, 0, 1);

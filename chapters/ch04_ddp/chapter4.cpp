@@ -47,8 +47,8 @@ int run(const Options& o) {
   ProcessGroup& group = *started.group;
 
   check_model_fits_dataset(o.model, o.dataset);
-  check_output_folder("--save", o.save);
-  check_output_folder("--trace", o.trace);
+  check_output_file("--save", o.save);
+  check_output_file("--trace", o.trace);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's steps
   // Every rank records a timeline of its spans (forward, backward, each autograd node, each
   // all-reduce on the MPI worker's row...), merged into one file at the end.

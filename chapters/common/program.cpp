@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -91,10 +93,22 @@ CLI::Validator number_between(double min, double max) {
 
 CLI::Validator thread_count() { return number_between(0, kMaxThreads); }
 
-void check_output_folder(const std::string& flag, const std::string& path) {
+void check_output_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
   LOCKSTEP_CHECK(folder.empty() || std::filesystem::is_directory(folder), flag, " ", path, ": the folder '",
                  folder.string(), "' does not exist");
+  LOCKSTEP_CHECK(!std::filesystem::is_directory(path), flag, " ", path,
+                 ": this is a folder; name a file to write, in it or elsewhere");
+  // Only trying tells: file permissions mean nothing to root, and a read-only mount or a file
+  // system such as /sys refuses new files whatever they say. Opening for appending changes
+  // nothing in a file that exists; one that did not is removed again.
+  const bool existed = std::filesystem::exists(path);
+  std::FILE* file = std::fopen(path.c_str(), "ab");
+  const int error = errno;
+  LOCKSTEP_CHECK(file != nullptr, flag, " ", path, ": cannot write this file (", std::strerror(error), ")");
+  std::fclose(file);
+  if (!existed) std::remove(path.c_str());
 }
 
 std::string error_message(const std::exception& error) {

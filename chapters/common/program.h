@@ -52,10 +52,13 @@ constexpr int kMaxThreads = 1024;
 /// The CLI11 check of `--threads`: 0 (all cores) to kMaxThreads, as number_between.
 CLI::Validator thread_count();
 
-/// Refuses, with a sentence naming `flag`, an output `path` whose folder does not exist, so that
-/// a program that writes its files at the end fails before its work rather than after it. An
-/// empty path (the flag not given) passes.
-void check_output_folder(const std::string& flag, const std::string& path);
+/// Refuses, with a sentence naming `flag`, an output `path` the program could not write at the
+/// end of its run: its folder does not exist, it is a folder itself, or a file cannot be created
+/// (or opened for writing) there, e.g. on a read-only file system. So a program that writes its
+/// files after training fails before its work rather than after it. The check tries the write
+/// and leaves nothing behind: an existing file is opened without being changed, and a file made
+/// only for the try is removed. An empty path (the flag not given) passes.
+void check_output_file(const std::string& flag, const std::string& path);
 
 /// The last line a chapter prints: `RESULT chapter=N key=value key=value ...`, read by the tests
 /// and benchmarks. Keys keep the order in which they were added.

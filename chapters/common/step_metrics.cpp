@@ -14,7 +14,7 @@ CLI::Option* add_metrics_flag(CLI::App& app, std::string& path) {
 StepMetrics::StepMetrics(const std::string& path, const std::vector<std::string>& extra_columns)
     : extra_columns_(extra_columns.size()) {
   if (path.empty()) return;
-  check_output_folder("--metrics", path);
+  check_output_file("--metrics", path);
   file_.open(path);
   LOCKSTEP_CHECK(file_.good(), "--metrics ", path, ": cannot write this file");
   file_ << "step,epoch,loss,seconds";

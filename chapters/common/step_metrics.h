@@ -25,8 +25,8 @@ CLI::Option* add_metrics_flag(CLI::App& app, std::string& path);
 class StepMetrics {
  public:
   /// Opens `path` and writes the header; an empty path records nothing. Throws lockstep::Error
-  /// with a sentence naming `--metrics` when the folder does not exist or the file cannot be
-  /// written, so that a program fails before its training rather than after it.
+  /// with a sentence naming `--metrics` when the file cannot be written (check_output_file), so
+  /// that a program fails before its training rather than after it.
   /// `extra_columns` name the columns after `seconds`.
   explicit StepMetrics(const std::string& path, const std::vector<std::string>& extra_columns = {});
 

@@ -1,10 +1,14 @@
 // The chapters' program layer (chapters/common/): a library error of a kind that one of the
 // chapters' flags can fix gets that flag as advice, every other error keeps its message; number
-// flags take only numbers that make sense.
+// flags take only numbers that make sense, and output files are tried before the work.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -129,6 +133,49 @@ TEST(NumberFlags, ThreadCountStopsAtItsLimit) {
   EXPECT_EQ(refusal<int>(thread_count(), "100000"), "--flag: expected a number from 0 to " + limit + ", got '100000'");
   EXPECT_EQ(refusal<int>(thread_count(), std::to_string(kMaxThreads + 1)),
             "--flag: expected a number from 0 to " + limit + ", got '" + std::to_string(kMaxThreads + 1) + "'");
+}
+
+// Every test works in a fresh directory of its own, removed afterwards.
+class OutputFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "lockstep_output_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string file(const std::string& name) const { return (std::filesystem::path(dir_) / name).string(); }
+
+  std::string dir_;
+};
+
+TEST_F(OutputFile, ANewFileIsTriedAndNotLeftBehind) {
+  check_output_file("--save", file("model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(file("model.safetensors")));
+  check_output_file("--save", "");  // the flag not given
+}
+
+TEST_F(OutputFile, AnExistingFileIsTriedAndNotChanged) {
+  std::ofstream(file("old.csv")) << "step,epoch\n";
+  check_output_file("--metrics", file("old.csv"));
+  std::stringstream contents;
+  contents << std::ifstream(file("old.csv")).rdbuf();
+  EXPECT_EQ(contents.str(), "step,epoch\n");
+}
+
+TEST_F(OutputFile, AMissingFolderOrAFolderInsteadOfAFileIsRefused) {
+  EXPECT_EQ(test::error_message([&] { check_output_file("--trace", file("no-such-dir/t.json")); }),
+            "--trace " + file("no-such-dir/t.json") + ": the folder '" + file("no-such-dir") + "' does not exist");
+  EXPECT_EQ(test::error_message([&] { check_output_file("--save", dir_); }),
+            "--save " + dir_ + ": this is a folder; name a file to write, in it or elsewhere");
+}
+
+// File permissions mean nothing to root, so a read-only place is one whose file system takes no
+// new files from anyone: /sys (Linux).
+TEST_F(OutputFile, APlaceThatTakesNoFilesIsRefused) {
+  if (!std::filesystem::is_directory("/sys")) GTEST_SKIP() << "no /sys on this system";
+  test::expect_error([] { check_output_file("--save", "/sys/lockstep-test.safetensors"); },
+                     "--save /sys/lockstep-test.safetensors: cannot write this file (");
 }
 
 }  // namespace
