@@ -10,6 +10,7 @@
 #include "common/program.h"
 #include "common/progress.h"
 #include "common/step_metrics.h"
+#include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -151,8 +152,12 @@ int run(const Options& o) {
       ++batch_index;
       metrics.record(step, epoch, loss, timer);
       if (batch_index % kProgressSteps == 0) {
+        // Read for the bar, the window's loss is checked too: a diverged run stops at the
+        // first window whose loss is inf or NaN, without a wait of its own.
+        const double window_sum = window_loss.item();
+        check_training_loss(window_sum, kProgressSteps, step, epoch);
         char status[64];
-        std::snprintf(status, sizeof status, "loss %.4f", window_loss.item() / kProgressSteps);
+        std::snprintf(status, sizeof status, "loss %.4f", window_sum / kProgressSteps);
         window_loss.zero_();
         bar.update(batch_index, status);
       }
@@ -162,6 +167,8 @@ int run(const Options& o) {
     // time the work took, not the time it took to queue it.
     last_loss = loss.item();
     const double epoch_seconds = timer.seconds();
+    // The steps after the last full window, now that the device has finished them.
+    check_training_loss(window_loss.item(), batch_index % kProgressSteps, step, epoch);
     train_seconds += epoch_seconds;
     samples += epoch_samples;
     bar.finish();

@@ -9,6 +9,7 @@
 #include "common/program.h"
 #include "common/progress.h"
 #include "common/step_metrics.h"
+#include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -245,6 +246,9 @@ int run(const Options& o) {
       epoch_samples += targets.numel();
       ++step;
       metrics.record(step, epoch, loss, epoch_timer);
+      // Laps has waited for the devices after every phase, so reading the loss costs no wait
+      // here: every step's loss is checked, and a diverged run stops at its very step.
+      check_training_loss(loss.item(), 1, step, epoch);
       if (++batch_index % 20 == 0) bar.update(batch_index, "");
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }

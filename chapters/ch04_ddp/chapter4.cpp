@@ -10,6 +10,7 @@
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
+#include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
 #include "util/trace.h"
@@ -128,9 +129,13 @@ int run(const Options& o) {
       ++step;
       metrics.record(step, epoch, loss, timer);
       if (++batch_index % kReportSteps == 0) {
+        // Read for the report, the window's loss is checked too: a diverged run stops at the
+        // first window whose loss is inf or NaN, without a wait of its own.
+        const double window_sum = window_loss.item();
+        check_training_loss(window_sum, kReportSteps, step, epoch);
         char line[96];
         std::snprintf(line, sizeof line, "  step %lld/%lld: loss %.4f", static_cast<long long>(batch_index),
-                      static_cast<long long>(loader.size()), window_loss.item() / kReportSteps);
+                      static_cast<long long>(loader.size()), window_sum / kReportSteps);
         print_rank0(line);
         window_loss.zero_();
       }
@@ -139,6 +144,9 @@ int run(const Options& o) {
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
     //! [loop]
+    // The steps after the last full window, now that the device has finished them (and before
+    // a rank's NaN weights could be taken for ranks drifting apart).
+    check_training_loss(window_loss.item(), batch_index % kReportSteps, step, epoch);
 
     //! [check]
     // 7. Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank

@@ -11,6 +11,7 @@
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/step_metrics.h"
+#include "common/training_loss.h"
 #include "lockstep.h"
 #include "tensor/ops/cpu/gemm_bf16.h"
 #include "util/timer.h"
@@ -169,6 +170,12 @@ int run(const Options& o) {
     }
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
+    // Without --metrics nothing reads the loss during the epoch (a read would make the CPU wait
+    // for a GPU), so the epoch's sum is checked once it is done, before a rank's NaN weights
+    // could be taken for ranks drifting apart. It is the loss itself, not its scaled gradients:
+    // a step the GradScaler skips for an f16 overflow is no error.
+    const double epoch_loss_sum = epoch_loss.item();
+    check_training_loss(epoch_loss_sum, epoch_steps, step, epoch);
 
     // 5. Every rank must hold the same weights and the same scale, through any skipped step.
     //    BatchNorm's running statistics are made rank 0's first, as in chapter 4.
@@ -183,7 +190,7 @@ int run(const Options& o) {
     char line[240];
     std::snprintf(line, sizeof line,
                   "epoch %d: loss %.4f (own batches), test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s", epoch,
-                  epoch_loss.item() / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
+                  epoch_loss_sum / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
                   static_cast<long long>(epoch_skipped), static_cast<long long>(epoch_steps),
                   checksum_hex(sync.checksum).c_str());
     log_rank(line);

@@ -1,6 +1,7 @@
 #include "common/step_metrics.h"
 
 #include "common/program.h"
+#include "common/training_loss.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -38,6 +39,8 @@ void StepMetrics::record(int64_t step, int epoch, const Tensor& loss, const Time
   epoch_ = epoch;
   epoch_seconds_ = now;
   LOCKSTEP_CHECK(file_.good(), "--metrics: writing the row of step ", step, " failed (is the disk full?)");
+  // The loss has been read anyway: a diverged run stops at its very step (after its row).
+  check_training_loss(value, 1, step, epoch);
 }
 
 }  // namespace lockstep

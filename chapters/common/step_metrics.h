@@ -34,6 +34,7 @@ class StepMetrics {
   /// a GPU's work: the time is then the work's, not its queueing's) and then `epoch_timer`, the
   /// clock started with the epoch; the row's seconds are the time since the previous step of
   /// the same epoch, or since the epoch started. `extra` holds the values of the extra columns.
+  /// A loss that is inf or NaN ends the run after its row (check_training_loss).
   void record(int64_t step, int epoch, const Tensor& loss, const Timer& epoch_timer,
               const std::vector<double>& extra = {});
 

@@ -1,6 +1,7 @@
 // The chapters' program layer (chapters/common/): a library error of a kind that one of the
 // chapters' flags can fix gets that flag as advice, every other error keeps its message; number
-// flags take only numbers that make sense, and output files are tried before the work.
+// flags take only numbers that make sense, output files are tried before the work, and a loss
+// that became inf or NaN ends training with its steps named.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/program.h"
+#include "common/training_loss.h"
 #include "test_util.h"
 
 namespace lockstep {
@@ -176,6 +178,21 @@ TEST_F(OutputFile, APlaceThatTakesNoFilesIsRefused) {
   if (!std::filesystem::is_directory("/sys")) GTEST_SKIP() << "no /sys on this system";
   test::expect_error([] { check_output_file("--save", "/sys/lockstep-test.safetensors"); },
                      "--save /sys/lockstep-test.safetensors: cannot write this file (");
+}
+
+TEST(TrainingLoss, FiniteLossesPass) {
+  check_training_loss(2.31, 1, 1, 1);
+  check_training_loss(46.2, 20, 40, 1);
+  check_training_loss(std::numeric_limits<double>::quiet_NaN(), 0, 40, 1);  // a window of no steps
+}
+
+TEST(TrainingLoss, ANonFiniteLossNamesItsStepsAndTheFlagToLower) {
+  EXPECT_EQ(test::error_message([] { check_training_loss(std::numeric_limits<double>::quiet_NaN(), 1, 37, 1); }),
+            "the training loss became nan at step 37 (epoch 1): the training diverged; try a lower --lr");
+  EXPECT_EQ(test::error_message([] { check_training_loss(std::numeric_limits<double>::infinity(), 20, 40, 2); }),
+            "the training loss became inf in steps 21-40 (epoch 2): the training diverged; try a lower --lr");
+  EXPECT_EQ(test::error_message([] { check_training_loss(-std::numeric_limits<double>::infinity(), 3, 3, 1); }),
+            "the training loss became -inf in steps 1-3 (epoch 1): the training diverged; try a lower --lr");
 }
 
 }  // namespace
