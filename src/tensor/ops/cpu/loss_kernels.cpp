@@ -5,6 +5,7 @@
 #include "tensor/ops/cpu/loss_kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <vector>
 
@@ -56,8 +57,16 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
 #pragma omp parallel for schedule(static) if (rows * classes >= kParallelGrain)
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < classes; ++j) dx[i * classes + j] = static_cast<T>(softmax_share(i * classes + j));
-      // The target's entry again, with the one-hot term subtracted before rounding.
-      dx[i * classes + pt[i]] = static_cast<T>(softmax_share(i * classes + pt[i]) - scale);
+      T& target_entry = dx[i * classes + pt[i]];
+      if constexpr (std::is_same_v<T, C>) {
+        // f32 and f64 subtract the one-hot term from the stored share, as they always have: the
+        // expression below may compile to one fused multiply-add, whose other rounding would
+        // change every f32 training run's bits.
+        target_entry -= scale;
+      } else {
+        // A 16-bit entry is computed again, the one-hot term subtracted before its one rounding.
+        target_entry = static_cast<T>(softmax_share(i * classes + pt[i]) - scale);
+      }
     }
   });
 }
