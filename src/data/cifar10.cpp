@@ -11,7 +11,7 @@ namespace lockstep {
 namespace {
 
 constexpr int64_t kImageBytes = 3 * 32 * 32;        // one image: (3, 32, 32) u8
-constexpr int64_t kRecordBytes = 1 + kImageBytes;  // label byte + image
+constexpr int64_t kRecordBytes = kCifar10RecordBytes;  // label byte + image (cifar10.h)
 
 // What a file of `bytes` holds, in records, for an error message: "0 bytes (it is empty)",
 // "6146 bytes (2 whole records)", "6145 bytes (1 whole record and 3072 bytes of another)", or

@@ -24,6 +24,8 @@ const std::vector<std::string>& cifar10_classes();
 
 /// Records in each file of the binary version: 10000 (five training files, one test file).
 constexpr int64_t kCifar10RecordsPerFile = 10000;
+/// Bytes per record: one label byte, then the image's 3 x 32 x 32 pixel bytes.
+constexpr int64_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
 
 /// Loads the training set (data_batch_1.bin to data_batch_5.bin, in that order) or the test set
 /// (test_batch.bin) from directory `root`. Inputs are f32 (N, 3, 32, 32), scaled to [0, 1] and

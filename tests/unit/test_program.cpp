@@ -4,6 +4,7 @@
 // that became inf or NaN ends training with its steps named.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -15,8 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/training_loss.h"
+#include "data/cifar10.h"
 #include "test_util.h"
 
 namespace lockstep {
@@ -193,6 +196,26 @@ TEST(TrainingLoss, ANonFiniteLossNamesItsStepsAndTheFlagToLower) {
             "the training loss became inf in steps 21-40 (epoch 2): the training diverged; try a lower --lr");
   EXPECT_EQ(test::error_message([] { check_training_loss(-std::numeric_limits<double>::infinity(), 3, 3, 1); }),
             "the training loss became -inf in steps 1-3 (epoch 1): the training diverged; try a lower --lr");
+}
+
+// The chapters' CIFAR-10: the real dataset's 10000 records per file, or a smaller made-up copy
+// whose first training file sets the count, which every other file must then match.
+TEST(NamedDatasets, AMadeUpCifar10SetsItsCountAndAFileCutShortIsNamed) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("lockstep-cifar-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, int64_t records) {
+    std::ofstream(dir / name, std::ios::binary) << std::string(records * kCifar10RecordBytes, '\1');
+  };
+  for (int b = 1; b <= 5; ++b) write("data_batch_" + std::to_string(b) + ".bin", 2);
+  write("test_batch.bin", 2);
+  const TrainTestSets sets = load_train_test("cifar10", dir.string());
+  EXPECT_EQ(sets.train->size(), 10);
+  EXPECT_EQ(sets.test->size(), 2);
+  // data_batch_3.bin cut at a record boundary: whole records, but one fewer than the others.
+  write("data_batch_3.bin", 1);
+  test::expect_error([&] { load_train_test("cifar10", dir.string()); }, "data_batch_3.bin' holds 3073 bytes");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
