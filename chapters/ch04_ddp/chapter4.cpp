@@ -9,6 +9,7 @@
 #include "common/distributed_run.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
+#include "common/settings_agreement.h"
 #include "common/step_metrics.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
@@ -46,6 +47,14 @@ int run(const Options& o) {
   const DistributedRank started = start_rank(o.device, o.backend, o.threads);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
+  // Settings that every rank must share are compared now, before they can hang or corrupt a
+  // collective (chapters/common/settings_agreement.h).
+  check_ranks_agree(group, device,
+                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.epochs),
+                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size), shared("--lr", o.lr),
+                     shared("--momentum", o.momentum), shared("--seed", o.seed),
+                     shared("--bucket-cap-mb", o.bucket_cap_mb), shared("--first-bucket-cap-mb", o.first_bucket_cap_mb),
+                     shared("--no-set-epoch", o.no_set_epoch), shared("--trace", o.trace.empty() ? "off" : "on")});
 
   check_model_fits_dataset(o.model, o.dataset);
   check_output_file("--save", o.save);
@@ -55,6 +64,9 @@ int run(const Options& o) {
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();
   const TrainTestSets data = load_train_test(o.dataset, o.data);
+  // Each rank reads its own copy of the data: the copies must be the same size.
+  check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
+                                    shared("--data (test images)", data.test->size())});
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
 
   //! [broadcast]

@@ -10,6 +10,7 @@
 #include "common/distributed_run.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
+#include "common/settings_agreement.h"
 #include "common/step_metrics.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
@@ -88,6 +89,13 @@ int run(const Options& o) {
   const DistributedRank started = start_rank(o.device, o.backend, o.threads);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
+  check_ranks_agree(group, device,
+                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.epochs),
+                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size), shared("--lr", o.lr),
+                     shared("--momentum", o.momentum), shared("--seed", o.seed), shared("--amp", o.amp),
+                     shared("--scaler", o.scaler), shared("--comm-hook", o.comm_hook),
+                     shared("--init-scale", o.init_scale), shared("--growth-interval", o.growth_interval),
+                     shared("--inf-at-step", o.inf_at_step), shared("--inf-on-rank", o.inf_on_rank)});
   LOCKSTEP_CHECK(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
                  ": the job has only ", group.size(), " rank(s), numbered from 0");
 
@@ -97,6 +105,9 @@ int run(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "", {"scale", "skipped"});
   const TrainTestSets data = load_train_test(o.dataset, o.data);
+  // Each rank reads its own copy of the data: the copies must be the same size.
+  check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
+                                    shared("--data (test images)", data.test->size())});
 
   // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
   //    they are the master weights; autocast casts them for each forward pass.
