@@ -13,7 +13,7 @@
 #include "tensor/ops/cpu/gemm.h"
 #include "tensor/ops/cpu/gemm_16bit.h"
 
-#ifdef __AVX512BW__
+#ifdef __AVX512F__
 #include <immintrin.h>
 #endif
 
@@ -182,8 +182,8 @@ void im2col(const T* x, const Conv2dGeometry& g, T* cols) {
   // With stride 1, segment oh of row (c, i, j) reads input row oh - p + i, as segment oh + 1 of
   // row (c, i - 1, j), kW rows before it, did. So a row with i > 0 is that row shifted by one
   // segment, one copy of (H_out - 1) W_out values, and only its last segment is read from x:
-  // H_out + kH - 1 segments per (c, j) instead of kH H_out, 13 instead of 33 in the chapter-2
-  // CNN's second convolution, whose per-segment work dominated im2col (tests/bench/README.md).
+  // H_out + kH - 1 segments per (c, j) instead of kH H_out, and the per-segment work is what
+  // im2col's time goes to (tests/bench/README.md).
   const auto first_segment = [&](int64_t row, int64_t i) -> int64_t {
     if (stride != 1 || i == 0) return 0;
     std::copy(cols + row - shift + out_w, cols + row - shift + pixels, cols + row);
@@ -209,8 +209,8 @@ namespace {
 // time: the row, 16 pixels per register, takes the kW segments that land on it from filter row i
 // (x[c, ih, ow - p + j] += cols[(c, i, j), oh, ow] with ih = oh - p + i), so it is loaded and
 // stored once per (i, oh) instead of once per segment, kW times as often, and a segment's values
-// reach their lanes by an expanding load instead of pieces of 8, 4, 2 and 1. About twice as fast
-// on the chapter-2 CNN's second convolution (tests/bench/README.md). Every pixel still receives
+// reach their lanes by an expanding load instead of pieces of 8, 4, 2 and 1 (tests/bench/README.md
+// has the timings). Every pixel still receives
 // its shares in the segment walk's order, i then j, so the sums are the same.
 void col2im_rows(const float* cols, const Conv2dGeometry& g, float* x) {
   const int64_t W = g.width, H = g.height, p = g.padding, out_w = g.out_w, pixels = g.out_pixels();
@@ -364,11 +364,15 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     }
 
     if (dw) {
-      std::vector<Acc> total(out_channels * patch, Acc(0));
+      // The groups' partial sums added in order: into dw itself for f32 and f64, into an f32
+      // buffer rounded once for 16 bits.
+      std::vector<Acc> buffer(wide ? 0 : out_channels * patch);
+      Acc* total = sums_for(dw, buffer);
+      std::fill(total, total + out_channels * patch, Acc(0));
       for (const std::vector<Acc>& part : dw_groups) {
         for (int64_t k = 0; k < out_channels * patch; ++k) total[k] += part[k];
       }
-      round_into(total.data(), out_channels * patch, dw);
+      if constexpr (!wide) round_into(total, out_channels * patch, dw);
     }
   });
 }
