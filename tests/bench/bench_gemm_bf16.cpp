@@ -21,6 +21,7 @@
 
 #include "core/half.h"
 #include "tensor/ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/gemm_bf16.h"
 
 namespace {
@@ -58,7 +59,7 @@ void time_gemm(benchmark::State& state, Kernel kernel, int64_t M, int64_t N, int
                                  beta, c.data(), N);
         break;
       case Kernel::kBf16ViaF32:
-        lockstep::cpu::gemm_bf16_via_f32(M, N, K, 1.0f, a16.data(), a_rs, a_cs, b16.data(), b_rs,
+        lockstep::cpu::gemm_16bit_via_f32(M, N, K, 1.0f, a16.data(), a_rs, a_cs, b16.data(), b_rs,
                                          b_cs, beta, c.data(), N);
         break;
     }

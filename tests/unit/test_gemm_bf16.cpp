@@ -26,6 +26,7 @@
 
 #include "core/half.h"
 #include "tensor/ops/cpu/gemm.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/gemm_bf16.h"
 
 namespace {
@@ -43,7 +44,7 @@ struct Path {
   GemmBf16 gemm;
 };
 const Path kPaths[] = {{"gemm_bf16", lockstep::cpu::gemm_bf16},
-                       {"gemm_bf16_via_f32", lockstep::cpu::gemm_bf16_via_f32}};
+                       {"gemm_16bit_via_f32", lockstep::cpu::gemm_16bit_via_f32<BFloat16>}};
 
 // A strided rows x cols matrix of random values in [-1, -0.1] U [0.1, 1], both as f32 and
 // rounded to bf16; with `transposed` the buffer holds it column-major.

@@ -11,11 +11,19 @@
 namespace lockstep::cpu {
 namespace {
 
-// Widens the rows x cols operand X (element (i, k) at X[i * rs + k * cs]) into the row-major out.
+// Widens the rows x cols operand X (element (i, k) at X[i * rs + k * cs]) into the row-major out;
+// dense f16 rows with F16C's conversions (core/half.h).
 template <class T>
 void widen(int64_t rows, int64_t cols, const T* X, int64_t rs, int64_t cs, float* out) {
-  for (int64_t i = 0; i < rows; ++i)
+  for (int64_t i = 0; i < rows; ++i) {
+    if constexpr (std::is_same_v<T, Half>) {
+      if (cs == 1) {
+        half_to_float(X + i * rs, out + i * cols, cols);
+        continue;
+      }
+    }
     for (int64_t k = 0; k < cols; ++k) out[i * cols + k] = float(X[i * rs + k * cs]);
+  }
 }
 
 }  // namespace

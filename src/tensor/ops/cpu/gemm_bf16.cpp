@@ -21,7 +21,6 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/ops/cpu/gemm.h"
 #include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/gemm_blocking.h"
 
@@ -74,13 +73,13 @@ uint16_t bits_at(const BFloat16* X, int64_t k, int64_t stride, int64_t kc) {
 }
 
 // Packing reads every value of both operands once per product, and on the convolutions' small
-// products (a 288-long K, 121 columns), one word at a time, it took about half as long as the
-// arithmetic (tests/bench/README.md). So the two layouts that the convolutions and linear layers
+// products (a 288-long K, 121 columns), one word at a time, it cost a large share of the
+// arithmetic's time (tests/bench/README.md). So the two layouts that the convolutions and linear layers
 // pass are packed 16 or 32 words per instruction:
 //
 //   - a pair's two values adjacent in memory (the K stride is 1): each row (of A) or column (of
 //     B) is a run of 32-bit words already, and 16 runs of up to 16 words are transposed in
-//     registers (gathering the words instead measured slower on Zen 4);
+//     registers (gathering the words is slower; tests/bench/README.md);
 //   - the packed dimension adjacent (the other stride is 1): the two k rows of a pair are
 //     loaded whole and interleaved 16 bits at a time.
 //
@@ -359,14 +358,6 @@ bool cpu_has_avx512_bf16() {
 
 }  // namespace
 
-void gemm_bf16_via_f32(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
-                       int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
-                       int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
-                       int64_t c_row_stride) {
-  gemm_16bit_via_f32(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride, beta,
-                     C, c_row_stride);
-}
-
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
                int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
                int64_t b_row_stride, int64_t b_col_stride, float beta, float* C,
@@ -378,7 +369,7 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
     return;
   }
 #endif
-  gemm_bf16_via_f32(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride,
+  gemm_16bit_via_f32(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride,
                     beta, C, c_row_stride);
 }
 

@@ -2,7 +2,8 @@
 /// General matrix multiply on bfloat16 operands, on the CPU: bf16 inputs, f32 sums, f32 output.
 /// It is the bf16 path for matmul, linear layers and convolutions in mixed precision. On a CPU
 /// with the AVX-512 BF16 instructions it multiplies pairs of bf16 values with `vdpbf16ps`;
-/// elsewhere it widens the operands to f32 and calls `cpu::gemm`.
+/// elsewhere it widens the operands to f32 and calls `cpu::gemm` (`gemm_16bit_via_f32`, which tests
+/// and benchmarks call directly to check and time that path on any machine).
 /// `gemm_bf16_path()` names the path this CPU takes.
 #pragma once
 
@@ -43,16 +44,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha,
                const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
                float beta, float* C, int64_t c_row_stride);
 
-/// The portable path of `gemm_bf16`, callable on any CPU: widens A and B to f32 and calls
-/// `cpu::gemm<float>`. `gemm_bf16` takes it where the CPU lacks AVX-512 BF16; tests and
-/// benchmarks call it directly to check and time it on any machine. Same arguments and rules.
-void gemm_bf16_via_f32(int64_t M, int64_t N, int64_t K, float alpha,
-                       const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
-                       const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
-                       float beta, float* C, int64_t c_row_stride);
-
 /// The path `gemm_bf16` takes on this CPU, decided once at run time: "avx512_bf16" (the
-/// `vdpbf16ps` kernel) or "f32 fallback" (`gemm_bf16_via_f32`).
+/// `vdpbf16ps` kernel) or "f32 fallback" (`gemm_16bit_via_f32` of gemm_16bit.h).
 const char* gemm_bf16_path();
 
 }  // namespace lockstep::cpu
