@@ -47,7 +47,7 @@ struct Options {
 // What --amp and --scaler resolve to on `device`.
 struct Precision {
   bool autocast = false;
-  DType dtype = DType::f32;  // the region's dtype when autocast is on
+  DType dtype = DType::bf16;  // the region's dtype (a valid one even when autocast is off)
   bool scaler = false;
   std::string name;          // "off", "bf16" or "f16"
 };
@@ -60,7 +60,7 @@ Precision resolve_precision(const Options& o, Device device) {
   Precision p;
   p.name = o.amp == "auto" ? (device.is_cuda() ? "f16" : "bf16") : o.amp;
   p.autocast = p.name != "off";
-  p.dtype = p.name == "bf16" ? DType::bf16 : p.name == "f16" ? DType::f16 : DType::f32;
+  p.dtype = p.name == "f16" ? DType::f16 : DType::bf16;
   p.scaler = o.scaler == "auto" ? p.name == "f16" : o.scaler == "on";
   return p;
 }
@@ -153,8 +153,7 @@ int run(const Options& o) {
       // 4. The forward pass under autocast: convolutions and linear layers in 16 bits, the
       //    loss in f32 (cross_entropy is on autocast's f32 list). Backward runs outside it.
       {
-        const AutocastGuard autocast(device.type(), precision.autocast ? precision.dtype : DType::bf16,
-                                     precision.autocast);
+        const AutocastGuard autocast(device.type(), precision.dtype, precision.autocast);
         loss = cross_entropy((*ddp)(inputs), targets);  // loss: f32
       }
       optimizer.zero_grad();
@@ -194,8 +193,7 @@ int run(const Options& o) {
     const InSyncReport sync = check_in_sync(ddp->module(), group);
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
     {
-      const AutocastGuard autocast(device.type(), precision.autocast ? precision.dtype : DType::bf16,
-                                   precision.autocast);
+      const AutocastGuard autocast(device.type(), precision.dtype, precision.autocast);
       result = evaluate(ddp->module(), data.test, group, device);
     }
     char line[240];

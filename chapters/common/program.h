@@ -28,7 +28,7 @@ std::string error_message(const std::exception& error);
 /// "0", "-1", "abc", "inf" or "nan" is refused with "--lr: expected a number above 0, got '-1'".
 /// (CLI11's own CLI::PositiveNumber would answer "Value -1 not in range 0.000000 to 1797693...".)
 /// A whole number must also fit in 64 bits and be written in decimal (see number_between). Help
-/// shows the flag as `INT:POSITIVE` or `FLOAT:POSITIVE`, as before.
+/// shows the flag as `INT:POSITIVE` or `FLOAT:POSITIVE`.
 CLI::Validator positive_number();
 
 /// A CLI11 check for a flag that may also be zero, where zero means something (`--max-steps 0`:

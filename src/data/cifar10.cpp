@@ -10,8 +10,7 @@ namespace lockstep {
 
 namespace {
 
-constexpr int64_t kImageBytes = 3 * 32 * 32;        // one image: (3, 32, 32) u8
-constexpr int64_t kRecordBytes = kCifar10RecordBytes;  // label byte + image (cifar10.h)
+constexpr int64_t kImageBytes = kCifar10RecordBytes - 1;  // one image: (3, 32, 32) u8, after its label
 
 // What a file of `bytes` holds, in records, for an error message: "0 bytes (it is empty)",
 // "6146 bytes (2 whole records)", "6145 bytes (1 whole record and 3072 bytes of another)", or
@@ -19,7 +18,7 @@ constexpr int64_t kRecordBytes = kCifar10RecordBytes;  // label byte + image (ci
 std::string describe_length(int64_t bytes, int64_t expected) {
   if (bytes > expected) return detail::concat("more than ", expected, " bytes");
   if (bytes == 0) return "0 bytes (it is empty)";
-  const int64_t whole = bytes / kRecordBytes, partial = bytes % kRecordBytes;
+  const int64_t whole = bytes / kCifar10RecordBytes, partial = bytes % kCifar10RecordBytes;
   std::string text = detail::concat(bytes, " bytes (", whole, whole == 1 ? " whole record" : " whole records");
   if (partial != 0) text += detail::concat(" and ", partial, " bytes of another");
   return text + ")";
@@ -48,9 +47,9 @@ TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_f
   // bounds memory (a compressed file cannot inflate beyond it) and tells a file with too much
   // data from a complete one. A file cut at a record boundary holds whole records but too
   // few, which is why the count and not only the record size is checked.
-  LOCKSTEP_CHECK(records_per_file <= (int64_t(1) << 31) / kRecordBytes, "cifar10: ", records_per_file,
+  LOCKSTEP_CHECK(records_per_file <= (int64_t(1) << 31) / kCifar10RecordBytes, "cifar10: ", records_per_file,
                  " records per file would need more than 2^31 bytes per file; CIFAR-10's files hold 10000");
-  const int64_t expected = records_per_file * kRecordBytes;
+  const int64_t expected = records_per_file * kCifar10RecordBytes;
   std::vector<std::vector<uint8_t>> files;
   std::vector<std::string> paths;
   for (const std::string& name : names) {
@@ -60,7 +59,7 @@ TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_f
     const int64_t bytes = static_cast<int64_t>(files.back().size());
     LOCKSTEP_CHECK(bytes == expected, "cifar10: '", path, "' holds ", describe_length(bytes, expected),
                    " but should hold ", records_per_file, records_per_file == 1 ? " record of " : " records of ",
-                   kRecordBytes, " bytes (", expected,
+                   kCifar10RecordBytes, " bytes (", expected,
                    " bytes: one label byte + 3x32x32 pixel bytes per image); the file is damaged or not from the ",
                    "binary version of CIFAR-10 (cifar-10-binary.tar.gz)");
   }
@@ -74,9 +73,9 @@ TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_f
   int64_t i = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     const std::vector<uint8_t>& bytes = files[f];
-    for (size_t offset = 0; offset < bytes.size(); offset += kRecordBytes, ++i) {
+    for (size_t offset = 0; offset < bytes.size(); offset += kCifar10RecordBytes, ++i) {
       LOCKSTEP_CHECK(bytes[offset] < 10, "cifar10: '", paths[f], "': label ", int(bytes[offset]), " of record ",
-                     offset / kRecordBytes, " is not a class (expected 0..9)");
+                     offset / kCifar10RecordBytes, " is not a class (expected 0..9)");
       label[i] = bytes[offset];
       std::memcpy(pixel + i * kImageBytes, bytes.data() + offset + 1, kImageBytes);
     }

@@ -59,9 +59,8 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
       for (int64_t j = 0; j < classes; ++j) dx[i * classes + j] = static_cast<T>(softmax_share(i * classes + j));
       T& target_entry = dx[i * classes + pt[i]];
       if constexpr (std::is_same_v<T, C>) {
-        // f32 and f64 subtract the one-hot term from the stored share, as they always have: the
-        // expression below may compile to one fused multiply-add, whose other rounding would
-        // change every f32 training run's bits.
+        // f32 and f64 subtract the one-hot term from the stored share: the expression below may
+        // compile to one fused multiply-add, whose other rounding would change f32 results.
         target_entry -= scale;
       } else {
         // A 16-bit entry is computed again, the one-hot term subtracted before its one rounding.

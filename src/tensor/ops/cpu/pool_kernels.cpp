@@ -56,10 +56,9 @@ void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* ou
 
 // The 2x2, stride-2 plane with AVX-512, for f32 and bf16: the same winners by the same rule as
 // max_pool_2x2_plane, 16 outputs at a time. The compiler does not vectorise the scalar loop
-// (strided pairs, a select chain), which in bf16 also widens every value on its own: it made
-// pooling a quarter of the CNN's bf16 training step. Here 16 windows of an output row cost two
-// (f32) or one (bf16) load per input row and a few compares and blends, about ten times faster
-// (tests/bench/README.md).
+// (strided pairs, a select chain), which in bf16 also widens every value on its own. Here 16
+// windows of an output row cost two (f32) or one (bf16) load per input row and a few compares
+// and blends (tests/bench/README.md has the timings).
 //
 // load_pairs reads 2 * count values from an input row (count <= 16) and splits them into the
 // windows' left columns (`even`, the values at 2 ow) and right columns (`odd`, at 2 ow + 1) as
