@@ -5,6 +5,7 @@
 
 #include "tensor/autograd/grad_mode.h"
 #include "core/error.h"
+#include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
 #include "util/trace.h"
 
@@ -25,6 +26,7 @@ Device module_device(const Module& module) {
 // not match and the first backward would hang or mix up gradients.
 void check_same_parameters(ProcessGroup& group, const std::vector<std::pair<std::string, Tensor>>& params,
                            Device device) {
+  const CollectiveCaller caller("DDP constructor checks");
   const std::optional<Disagreement> count =
       find_disagreement(group, {static_cast<uint64_t>(params.size())}, device);
   LOCKSTEP_CHECK(!count, "DistributedDataParallel: the ranks wrap different models: rank 0 has ",
@@ -49,6 +51,7 @@ void check_same_parameters(ProcessGroup& group, const std::vector<std::pair<std:
 // Buckets sent in f32 by one rank and in 16 bits by another would pair up messages of
 // different sizes: an error, garbage or a hang in the first backward.
 void check_same_comm_hook(ProcessGroup& group, CommHook hook, Device device) {
+  const CollectiveCaller caller("DDP constructor checks");
   const std::optional<Disagreement> differ = find_disagreement(group, {static_cast<uint64_t>(hook)}, device);
   LOCKSTEP_CHECK(!differ, "DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
                  differ ? comm_hook_name(static_cast<CommHook>(differ->values[0])) : "", ", rank(s) ",
@@ -78,7 +81,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)
   {
     NoGradGuard no_grad;
-    for (const auto& [name, p] : module_->named_parameters()) group_.broadcast(p, 0);
+    {
+      const CollectiveCaller caller("DDP: broadcast parameters");
+      for (const auto& [name, p] : module_->named_parameters()) group_.broadcast(p, 0);
+    }
+    const CollectiveCaller caller("DDP: broadcast buffers");
     for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
   }
 
@@ -97,6 +104,7 @@ void DistributedDataParallel::sync_buffers() {
   NoGradGuard no_grad;
   const auto buffers = module_->named_buffers();
   const RecordFunction span(buffers.empty() ? "" : "DDP: broadcast buffers", "ddp");
+  const CollectiveCaller caller("DDP: sync buffers");
   for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
 }
 

@@ -4,6 +4,7 @@
 
 #include "tensor/autograd/engine.h"
 #include "core/error.h"
+#include "distributed/collective_caller.h"
 #include "util/trace.h"
 
 namespace lockstep {
@@ -159,7 +160,8 @@ void Reducer::launch_ready_buckets() {
   // Every rank must start the same all-reduces in the same order, or they pair up wrongly and
   // hang: a complete bucket waits until all buckets before it have started.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
-    Bucket& bucket = buckets_[next_bucket_++];
+    const size_t index = next_bucket_++;
+    Bucket& bucket = buckets_[index];
     // Divide, then sum: the average, without the sum of many ranks growing large first.
     bucket.flat.mul_(1.0 / group_.size());
     // A compression hook rounds each share to 16 bits. (PyTorch's hooks cast first and divide
@@ -167,6 +169,7 @@ void Reducer::launch_ready_buckets() {
     // partial sum of the shares does, not already where one rank's gradient does.) inf and NaN
     // stay inf and NaN.
     if (bucket.compressed.defined()) bucket.compressed.copy_(bucket.flat);
+    const CollectiveCaller caller("DDP bucket " + std::to_string(index));
     bucket.work = group_.all_reduce_async(bucket.sent(), ReduceOp::Sum);
   }
 }
@@ -216,7 +219,10 @@ void Reducer::finalize_backward() {
     }
     launch_ready_buckets();
     const Tensor used = from_vector(mine, {static_cast<int64_t>(mine.size())}, TensorOptions().device(first.device()));
-    group_.all_reduce(used, ReduceOp::Sum);
+    {
+      const CollectiveCaller caller("DDP: find unused parameters");
+      group_.all_reduce(used, ReduceOp::Sum);
+    }
     const std::vector<double> total = used.to(Device::cpu()).to_vector<double>();
     for (size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = total[i] > 0.0;
   }
