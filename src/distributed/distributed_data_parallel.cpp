@@ -1,5 +1,6 @@
 #include "distributed/distributed_data_parallel.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -22,41 +23,115 @@ Device module_device(const Module& module) {
   return params.empty() ? Device::cpu() : params.front().device();
 }
 
-// Every rank must wrap the same model: otherwise the buckets (and hence the all-reduces) would
-// not match and the first backward would hang or mix up gradients.
-void check_same_parameters(ProcessGroup& group, const std::vector<std::pair<std::string, Tensor>>& params,
-                           Device device) {
+// A device as one number, so that the ranks can compare it and a message can name it.
+uint64_t device_code(Device device) {
+  return (static_cast<uint64_t>(device.type()) << 16) | static_cast<uint64_t>(device.index());
+}
+std::string device_from_code(uint64_t code) {
+  return Device(static_cast<DeviceType>(code >> 16), static_cast<int>(code & 0xffff)).str();
+}
+
+// 5160 -> "5,160".
+std::string with_thousands(int64_t value) {
+  std::string digits = std::to_string(value);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+// Two bucket sizes side by side: rounded, unless rounding would make them look equal.
+std::pair<std::string, std::string> two_sizes(int64_t a, int64_t b) {
+  auto rounded = [](int64_t bytes) { return bytes < 10 * 1024 ? with_thousands(bytes) + " B" : bytes_str(bytes); };
+  if (rounded(a) != rounded(b)) return {rounded(a), rounded(b)};
+  return {with_thousands(a) + " B", with_thousands(b) + " B"};
+}
+
+constexpr const char* kSameCaps =
+    " (different bucket_cap_mb / first_bucket_cap_mb?); every rank must pass the same bucket caps";
+
+// Every rank must wrap the same model, bucket it the same way and send it in the same dtype:
+// otherwise the all-reduces of the first backward would pair up buffers of different sizes and
+// hang, fail, or mix up gradients. Two all-gathers in all: the counts first (the second one's
+// lists must have the same length on every rank), then one fingerprint per parameter and the
+// layout of every bucket. A parameter that differs is named before anything it causes (a
+// different bucket, say).
+void check_same_setup(ProcessGroup& group, const std::vector<std::pair<std::string, Tensor>>& params,
+                      const std::vector<BucketSummary>& buckets, CommHook hook, Device device) {
   const CollectiveCaller caller("DDP constructor checks");
-  const std::optional<Disagreement> count =
-      find_disagreement(group, {static_cast<uint64_t>(params.size())}, device);
-  LOCKSTEP_CHECK(!count, "DistributedDataParallel: the ranks wrap different models: rank 0 has ",
-                 count ? count->values[0] : 0, " parameters, rank(s) ", count ? rank_list(count->ranks) : "",
+  // Items: 0 the number of parameters, 1 of buckets, 2 the hook. find_disagreement reports the
+  // first item that differs, so the bucket counts agree unless it is item 0 or 1.
+  const std::optional<Disagreement> counts = find_disagreement(
+      group, {static_cast<uint64_t>(params.size()), static_cast<uint64_t>(buckets.size()), static_cast<uint64_t>(hook)},
+      device);
+  LOCKSTEP_CHECK(!counts || counts->item != 0, "DistributedDataParallel: the ranks wrap different models: rank 0 has ",
+                 counts ? counts->values[0] : 0, " parameters, rank(s) ", counts ? rank_list(counts->ranks) : "",
                  " have a different number (this rank has ", params.size(), ")");
-  std::vector<uint64_t> fingerprints;
+  const bool same_bucket_count = !counts || counts->item != 1;
+
+  std::vector<uint64_t> values;
   for (const auto& [name, p] : params) {
     uint64_t hash = fnv1a(p.shape().data(), p.shape().size() * sizeof(int64_t));
     const int dtype = static_cast<int>(p.dtype());
-    fingerprints.push_back(fnv1a(&dtype, sizeof(dtype), hash));
+    values.push_back(fnv1a(&dtype, sizeof(dtype), hash));
   }
-  const std::optional<Disagreement> shape = find_disagreement(group, fingerprints, device);
-  if (shape) {
-    const auto& [name, p] = params[shape->item];
-    throw Error(detail::concat("DistributedDataParallel: parameter \"", name, "\" (number ", shape->item,
-                               ") differs in shape or dtype between rank 0 and rank(s) ", rank_list(shape->ranks),
+  constexpr size_t kPerBucket = 4;  // bytes, elements, dtype, device
+  if (same_bucket_count) {
+    for (const BucketSummary& bucket : buckets) {
+      values.push_back(static_cast<uint64_t>(bucket.bytes));
+      values.push_back(static_cast<uint64_t>(bucket.numel));
+      values.push_back(static_cast<uint64_t>(bucket.dtype));
+      values.push_back(device_code(bucket.device));
+    }
+  }
+  const std::optional<Disagreement> differ = find_disagreement(group, values, device);
+
+  if (differ && differ->item < params.size()) {
+    const auto& [name, p] = params[differ->item];
+    throw Error(detail::concat("DistributedDataParallel: parameter \"", name, "\" (number ", differ->item,
+                               ") differs in shape or dtype between rank 0 and rank(s) ", rank_list(differ->ranks),
                                "; on this rank it is ", shape_str(p.shape()), " ", dtype_name(p.dtype()),
                                ". Every rank must build the same model"));
   }
-}
-
-// Buckets sent in f32 by one rank and in 16 bits by another would pair up messages of
-// different sizes: an error, garbage or a hang in the first backward.
-void check_same_comm_hook(ProcessGroup& group, CommHook hook, Device device) {
-  const CollectiveCaller caller("DDP constructor checks");
-  const std::optional<Disagreement> differ = find_disagreement(group, {static_cast<uint64_t>(hook)}, device);
-  LOCKSTEP_CHECK(!differ, "DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
-                 differ ? comm_hook_name(static_cast<CommHook>(differ->values[0])) : "", ", rank(s) ",
-                 differ ? rank_list(differ->ranks) : "", " a different one (this rank uses ", comm_hook_name(hook),
-                 "); every rank must pass the same DistributedDataParallelOptions::comm_hook");
+  if (counts && counts->item == 2) {
+    throw Error(detail::concat("DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
+                               comm_hook_name(static_cast<CommHook>(counts->values[0])), ", rank(s) ",
+                               rank_list(counts->ranks), " a different one (this rank uses ", comm_hook_name(hook),
+                               "); every rank must pass the same DistributedDataParallelOptions::comm_hook"));
+  }
+  if (counts && counts->item == 1) {
+    const int other = counts->ranks.front();
+    throw Error(detail::concat("DistributedDataParallel: the ranks built different buckets: ",
+                               counts->values[other], " bucket(s) on rank ", other, " but ", counts->values[0],
+                               " on rank 0", kSameCaps));
+  }
+  if (differ) {
+    const size_t bucket = (differ->item - params.size()) / kPerBucket;
+    const int other = differ->ranks.front();
+    const uint64_t theirs = differ->values[other], ours = differ->values[0];
+    std::string what;
+    switch ((differ->item - params.size()) % kPerBucket) {
+      case 0: {
+        const auto [a, b] = two_sizes(static_cast<int64_t>(theirs), static_cast<int64_t>(ours));
+        what = detail::concat("bucket ", bucket, " holds ", a, " on rank ", other, " but ", b, " on rank 0", kSameCaps);
+        break;
+      }
+      case 1:
+        what = detail::concat("bucket ", bucket, " holds ", with_thousands(static_cast<int64_t>(theirs)),
+                              " elements on rank ", other, " but ", with_thousands(static_cast<int64_t>(ours)),
+                              " on rank 0", kSameCaps);
+        break;
+      case 2:
+        what = detail::concat("bucket ", bucket, " holds ", dtype_name(static_cast<DType>(theirs)), " gradients on rank ",
+                              other, " but ", dtype_name(static_cast<DType>(ours)),
+                              " on rank 0; every rank must give its parameters the same dtypes");
+        break;
+      default:
+        what = detail::concat("bucket ", bucket, " lives on ", device_from_code(theirs), " on rank ", other, " but on ",
+                              device_from_code(ours), " on rank 0; every rank must put its model on the same kind of "
+                              "device");
+        break;
+    }
+    throw Error("DistributedDataParallel: the ranks built different buckets: " + what);
+  }
 }
 
 }  // namespace
@@ -73,11 +148,19 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
   const Device device = module_device(*module_);
 
-  // 1. Same model everywhere, and the same dtype on the wire?
-  check_same_parameters(group_, params, device);
-  check_same_comm_hook(group_, options_.comm_hook(), device);
+  // 1. The buckets and their hooks (nothing is sent yet).
+  reducer_ = std::make_unique<Reducer>(params, group_,
+                                       ReducerOptions()
+                                           .first_bucket_bytes(static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB))
+                                           .bucket_bytes(static_cast<int64_t>(options_.bucket_cap_mb() * kMiB))
+                                           .find_unused_parameters(options_.find_unused_parameters())
+                                           .gradient_as_bucket_view(options_.gradient_as_bucket_view())
+                                           .comm_hook(options_.comm_hook()));
 
-  // 2. Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
+  // 2. Same model, same buckets and the same dtype on the wire everywhere?
+  check_same_setup(group_, params, reducer_->buckets(), options_.comm_hook(), device);
+
+  // 3. Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
   //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)
   {
     NoGradGuard no_grad;
@@ -88,15 +171,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     const CollectiveCaller caller("DDP: broadcast buffers");
     for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
   }
-
-  // 3. The buckets and their hooks.
-  reducer_ = std::make_unique<Reducer>(std::move(params), group_,
-                                       ReducerOptions()
-                                           .first_bucket_bytes(static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB))
-                                           .bucket_bytes(static_cast<int64_t>(options_.bucket_cap_mb() * kMiB))
-                                           .find_unused_parameters(options_.find_unused_parameters())
-                                           .gradient_as_bucket_view(options_.gradient_as_bucket_view())
-                                           .comm_hook(options_.comm_hook()));
 }
 
 void DistributedDataParallel::sync_buffers() {

@@ -80,10 +80,11 @@ class DistributedDataParallelOptions {
 /// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class DistributedDataParallel : public Module {
  public:
-  /// Checks that every rank's module has parameters of the same names order, shapes and dtypes
-  /// and that every rank chose the same communication hook (a clear error naming the first
-  /// that differs), then copies rank 0's parameters and buffers to every rank, and sets up the
-  /// buckets. Collective: every rank of `group` calls it.
+  /// Sets up the buckets, then checks that every rank's module has parameters of the same
+  /// number, order, shapes and dtypes, that every rank chose the same communication hook and
+  /// built the same buckets (count, and each bucket's bytes, elements, dtype and device), with a
+  /// clear error naming the first that differs. Then it copies rank 0's parameters and buffers
+  /// to every rank. Collective: every rank of `group` calls it.
   explicit DistributedDataParallel(std::shared_ptr<Module> module,
                                    const DistributedDataParallelOptions& options = DistributedDataParallelOptions(),
                                    ProcessGroup& group = default_process_group());

@@ -132,6 +132,9 @@ std::vector<BucketSummary> Reducer::buckets() const {
     for (size_t i : bucket.members) summary.names.push_back(params_[i].first);
     summary.bytes = bucket.flat.nbytes();
     summary.comm_bytes = bucket.sent().nbytes();
+    summary.numel = bucket.flat.numel();
+    summary.dtype = bucket.flat.dtype();
+    summary.device = bucket.flat.device();
     out.push_back(std::move(summary));
   }
   return out;

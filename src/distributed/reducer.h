@@ -47,13 +47,17 @@ enum class CommHook {
 /// PyTorch's name of the hook: "allreduce_hook", "fp16_compress_hook" or "bf16_compress_hook".
 std::string comm_hook_name(CommHook hook);
 
-/// What one bucket holds (for printing and tests).
+/// What one bucket holds (for printing, the constructor's check that every rank built the same
+/// buckets, and tests).
 struct BucketSummary {
   std::vector<std::string> names;  ///< its parameters' names, in the order their gradients land
   int64_t bytes = 0;               ///< the size of its flat buffer
   /// What each rank's all-reduce of it sends: `bytes`, or half of it (for f32 gradients) with a
   /// compression hook.
   int64_t comm_bytes = 0;
+  int64_t numel = 0;               ///< the elements of its flat buffer
+  DType dtype = DType::f32;        ///< its gradients' dtype
+  Device device = Device::cpu();   ///< its gradients' device
 };
 
 /// How a Reducer buckets and hands back gradients, set by chaining:

@@ -412,6 +412,39 @@ TEST(Construction, ADifferentNumberOfParametersIsNamed) {
                      "the ranks wrap different models: rank 0 has 2 parameters, rank(s) 1");
 }
 
+// Bucket caps that differ between ranks give different buckets, whose all-reduces would pair
+// up wrongly in the first backward: the constructor names the first difference instead.
+TEST(Construction, ADifferentNumberOfBucketsIsNamed) {
+  const int rank = group().rank();
+  const auto caps = rank == 0 ? DistributedDataParallelOptions()
+                              : DistributedDataParallelOptions().first_bucket_cap_mb(0.001).bucket_cap_mb(0.004);
+  test::expect_error([&] { DistributedDataParallel ddp(make_model("cnn"), caps); },
+                     "DistributedDataParallel: the ranks built different buckets: 4 bucket(s) on rank 1 but 1 on rank 0 "
+                     "(different bucket_cap_mb / first_bucket_cap_mb?); every rank must pass the same bucket caps");
+}
+
+TEST(Construction, BucketsOfDifferentSizesAreNamed) {
+  const int rank = group().rank();
+  // Two buckets everywhere: the last layer alone (5,160 B) on rank 0; both linear layers
+  // (806 KiB) on the other ranks, whose first cap is 0.1 MiB.
+  const auto caps = DistributedDataParallelOptions().first_bucket_cap_mb(rank == 0 ? 0.001 : 0.1);
+  test::expect_error([&] { DistributedDataParallel ddp(make_model("cnn"), caps); },
+                     "DistributedDataParallel: the ranks built different buckets: bucket 0 holds 806 KiB on rank 1 but "
+                     "5,160 B on rank 0 (different bucket_cap_mb / first_bucket_cap_mb?)");
+  // A parameter that differs is named first, not the buckets it changes.
+  auto model = std::make_shared<Sequential>();
+  model->push_back(std::make_shared<Linear>(4, rank == 0 ? 8 : 9));
+  test::expect_error([&] { DistributedDataParallel ddp(model, caps); }, "parameter \"0.weight\" (number 0) differs");
+}
+
+// Equal caps written differently (MiB that round to the same bytes) are the same buckets.
+TEST(Construction, TheSameBucketsPassTheCheck) {
+  const int rank = group().rank();
+  const auto caps = DistributedDataParallelOptions().first_bucket_cap_mb(rank == 0 ? 0.001 : 0.0010001).bucket_cap_mb(0.004);
+  DistributedDataParallel ddp(make_model("cnn"), caps);
+  EXPECT_EQ(ddp.buckets().size(), 4u);
+}
+
 TEST(Construction, StateDictOfTheWrapperHasTheModulePrefix) {
   DistributedDataParallel ddp(make_model("mlp"));
   const StateDict outer = ddp.state_dict();
