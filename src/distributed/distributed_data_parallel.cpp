@@ -173,24 +173,77 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
 }
 
-void DistributedDataParallel::sync_buffers() {
+void DistributedDataParallel::sync_buffers() { sync_buffers_from(0); }
+
+void DistributedDataParallel::sync_buffers_from(int source) {
   if (group_.size() == 1) return;
   NoGradGuard no_grad;
   const auto buffers = module_->named_buffers();
   const RecordFunction span(buffers.empty() ? "" : "DDP: broadcast buffers", "ddp");
   const CollectiveCaller caller("DDP: sync buffers");
-  for (const auto& [name, b] : buffers) group_.broadcast(b, 0);
+  for (const auto& [name, b] : buffers) group_.broadcast(b, source);
 }
 
+namespace {
+// What a rank still training announces to a Join for its iteration.
+constexpr int64_t kLocalBackward = 1;      // the backward stays local (no_sync, NoGradGuard)
+constexpr int64_t kAveragingBackward = 2;  // the backward averages: shadow every bucket
+}  // namespace
+
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
-  // sees other samples), so before each forward they are made rank 0's again.
-  if (options_.broadcast_buffers()) sync_buffers();
   // Decided at forward time, as in PyTorch: a forward that records a graph outside no_sync()
   // makes the next backward average. Other forwards (inside no_sync(), or under NoGradGuard
   // for evaluation) leave the reducer alone, so a backward they come between still averages.
-  reducer_->prepare_for_forward(require_sync_ && grad_mode_enabled());
+  const bool sync = require_sync_ && grad_mode_enabled();
+  int buffer_source = 0;
+  int divisor = 0;  // the world size
+  if (active_join() != nullptr) {
+    // Inside a Join the ranks that ran out of inputs wait in this all-reduce: it tells them
+    // that one more iteration comes, and whether its backward averages (so that they start
+    // the same collectives with zeros).
+    const JoinRound round = notify_join(sync ? kAveragingBackward : kLocalBackward);
+    check_same_iteration(round);
+    // Rank 0 may have run out, and its buffers stopped following the training.
+    buffer_source = round.first_active();
+    if (!active_join()->options().divide_by_initial_world_size()) divisor = round.num_active();
+  }
+  // Rank 0's buffers win: with BatchNorm every rank's running statistics drift apart (each
+  // sees other samples), so before each forward they are made rank 0's again.
+  if (options_.broadcast_buffers()) sync_buffers_from(buffer_source);
+  reducer_->prepare_for_forward(sync, divisor);
   return (*module_)(input);
 }
+
+void DistributedDataParallel::check_same_iteration(const JoinRound& round) const {
+  std::vector<int> averaging, local;
+  for (int r : round.active_ranks()) (round.announced[r] == kAveragingBackward ? averaging : local).push_back(r);
+  if (averaging.empty() || local.empty()) return;
+  throw Error(detail::concat(
+      "DistributedDataParallel inside a Join: in this iteration rank(s) ", rank_list(averaging),
+      " ran a forward whose backward averages gradients, but rank(s) ", rank_list(local),
+      " one whose backward stays local (inside no_sync() or under NoGradGuard); every rank must run the same kind "
+      "of forward at the same step, or neither the averaging nor the shadowing of the ranks that ran out can match"));
+}
+
+//! [join shadow]
+void DistributedDataParallel::join_shadow(const JoinRound& round) {
+  check_same_iteration(round);
+  if (options_.broadcast_buffers()) sync_buffers_from(round.first_active());
+  const std::vector<int> active = round.active_ranks();
+  if (!active.empty() && round.announced[active.front()] == kAveragingBackward) reducer_->shadow_backward();
+}
+//! [join shadow]
+
+void DistributedDataParallel::join_finish(int source) {
+  NoGradGuard no_grad;
+  const CollectiveCaller caller("Join: sync final model");
+  const RecordFunction span("Join: sync final model", "ddp");
+  for (const auto& [name, p] : module_->named_parameters()) group_.broadcast(p, source);
+  if (options_.broadcast_buffers()) {
+    for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, source);
+  }
+}
+
+Device DistributedDataParallel::join_device() const { return module_device(*module_); }
 
 }  // namespace lockstep

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "distributed/join.h"
 #include "distributed/launch.h"
 #include "distributed/reducer.h"
 #include "nn/module.h"
@@ -77,8 +78,18 @@ class DistributedDataParallelOptions {
 /// wrapped module is registered as the child "module": the wrapper's state_dict keys start with
 /// "module." (save `ddp.module().state_dict()` to get the plain names).
 ///
+/// It is a Joinable: inside a lockstep::Join, ranks may have different numbers of batches (see
+/// join.h). There every forward first all-reduces which ranks are still training; a rank that
+/// has run out shadows each iteration of the others with the buffer broadcast and, if that
+/// iteration's backward averages, every bucket's all-reduce with zero gradients (and the
+/// all-reduce of find_unused_parameters), as PyTorch's DDP join hook does. Within an iteration
+/// every rank still training must run the same kind of forward (averaging or not), and each
+/// averaging forward must be followed by its backward before the next forward, or the
+/// joined ranks cannot tell what to shadow. A model whose own layers run collectives
+/// (SyncBatchNorm) cannot be shadowed: use JoinOptions::throw_on_early_termination there.
+///
 /// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
-class DistributedDataParallel : public Module {
+class DistributedDataParallel : public Module, public Joinable {
  public:
   /// Sets up the buckets, then checks that every rank's module has parameters of the same
   /// number, order, shapes and dtypes, that every rank chose the same communication hook and
@@ -92,7 +103,9 @@ class DistributedDataParallel : public Module {
   /// Broadcasts the buffers (if asked to), then runs the wrapped module. A forward that records
   /// a graph outside no_sync() makes the next backward average the gradients. Other forwards
   /// (inside no_sync(), under NoGradGuard) change nothing, and a backward that no such forward
-  /// prepared (one through `ddp.module()` alone, say) stays local, as in PyTorch.
+  /// prepared (one through `ddp.module()` alone, say) stays local, as in PyTorch. Inside a Join
+  /// it first tells the other ranks that this one is still training (one small all-reduce), and
+  /// the buffers come from the lowest rank still training, rank 0 until it runs out.
   Tensor forward(const Tensor& input) override;
 
   /// Makes every rank's buffers (BatchNorm's running statistics) rank 0's, as forward() does
@@ -129,7 +142,25 @@ class DistributedDataParallel : public Module {
   /// `{ auto guard = ddp.no_sync(); ... }`: see NoSyncGuard.
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+ protected:
+  /// Join: the collectives of one iteration of the ranks still training, on a rank that has run
+  /// out of inputs: the buffer broadcast (if broadcast_buffers), and if that iteration's
+  /// backward averages, every bucket's all-reduce with zeros (see Reducer::shadow_backward).
+  void join_shadow(const JoinRound& round) override;
+  /// Join: every rank takes rank `source`'s parameters, and its buffers if broadcast_buffers
+  /// (PyTorch's `_sync_final_model`): a rank that joined early missed the last steps.
+  void join_finish(int source) override;
+  /// Join: the group the gradients are averaged over.
+  ProcessGroup& join_process_group() override { return group_; }
+  /// Join: the device of the module's parameters.
+  Device join_device() const override;
+
  private:
+  // Makes every rank's buffers rank `source`'s.
+  void sync_buffers_from(int source);
+  // Inside a Join: every rank still training must announce the same kind of iteration.
+  void check_same_iteration(const JoinRound& round) const;
+
   std::shared_ptr<Module> module_;
   ProcessGroup& group_;
   DistributedDataParallelOptions options_;

@@ -104,7 +104,7 @@ Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i) params_[i].second.remove_hook(hooks_[i]);
 }
 
-void Reducer::prepare_for_forward(bool sync) {
+void Reducer::prepare_for_forward(bool sync, int divisor) {
   // A backward that failed half-way (an error in some other node) never reached
   // finalize_backward: let it average nothing more. It, or a finalize_backward that failed
   // (unused parameters), may have left marks and started all-reduces: start clean. (After a
@@ -112,7 +112,10 @@ void Reducer::prepare_for_forward(bool sync) {
   if (finalize_queued_) sync_ = false;
   finalize_queued_ = false;
   reset_marks();
-  if (sync) sync_ = true;
+  if (sync) {
+    sync_ = true;
+    divisor_ = divisor > 0 ? divisor : group_.size();
+  }
 }
 
 void Reducer::reset_marks() {
@@ -165,8 +168,9 @@ void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     const size_t index = next_bucket_++;
     Bucket& bucket = buckets_[index];
-    // Divide, then sum: the average, without the sum of many ranks growing large first.
-    bucket.flat.mul_(1.0 / group_.size());
+    // Divide, then sum: the average, without the sum of many ranks growing large first. (The
+    // divisor is the world size, unless a Join divides by the ranks still training.)
+    bucket.flat.mul_(1.0 / divisor_);
     // A compression hook rounds each share to 16 bits. (PyTorch's hooks cast first and divide
     // in 16 bits; dividing first rounds once fewer, and f16 overflows only where a share or a
     // partial sum of the shares does, not already where one rank's gradient does.) inf and NaN
@@ -177,6 +181,30 @@ void Reducer::launch_ready_buckets() {
   }
 }
 //! [bucket ready]
+
+Tensor Reducer::used_map(const std::vector<double>& used) const {
+  return from_vector(used, {static_cast<int64_t>(used.size())}, TensorOptions().device(params_.front().second.device()));
+}
+
+void Reducer::shadow_backward() {
+  // The same collectives as launch_ready_buckets and finalize_backward start, in the same
+  // order, under the same caller names: with DETAIL debugging the ranks compare each
+  // collective's fingerprint, caller included, and a shadow must look like what it shadows.
+  std::vector<Tensor> zero_buckets;
+  std::vector<std::shared_ptr<Work>> works;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    zero_buckets.push_back(zeros_like(buckets_[b].sent()));
+    const CollectiveCaller caller("DDP bucket " + std::to_string(b));
+    works.push_back(group_.all_reduce_async(zero_buckets.back(), ReduceOp::Sum));
+  }
+  if (find_unused_) {
+    // Nothing used here: a 0 for every parameter.
+    const CollectiveCaller caller("DDP: find unused parameters");
+    group_.all_reduce(used_map(std::vector<double>(params_.size(), 0.0)), ReduceOp::Sum);
+  }
+  const RecordFunction span("Join: wait for the shadow all-reduces", "ddp");
+  for (const auto& work : works) work->wait();
+}
 
 void Reducer::finalize_backward() {
   finalize_queued_ = false;
@@ -202,7 +230,6 @@ void Reducer::finalize_backward() {
   //    as it was.
   std::vector<int64_t> used_anywhere(params_.size(), 1);
   if (find_unused_) {
-    const Tensor& first = params_.front().second;
     std::vector<double> mine(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) mine[i] = ready_[i] ? 1.0 : 0.0;
     for (size_t i : unused) {
@@ -221,7 +248,7 @@ void Reducer::finalize_backward() {
       --buckets_[b].pending;
     }
     launch_ready_buckets();
-    const Tensor used = from_vector(mine, {static_cast<int64_t>(mine.size())}, TensorOptions().device(first.device()));
+    const Tensor used = used_map(mine);
     {
       const CollectiveCaller caller("DDP: find unused parameters");
       group_.all_reduce(used, ReduceOp::Sum);

@@ -119,8 +119,18 @@ class Reducer {
   /// records a graph outside no_sync()), arms the next backward to average the gradients.
   /// Until then, and again after that backward, gradients only accumulate locally, as in
   /// PyTorch: a forward under NoGradGuard or inside no_sync() leaves the arming as it is, and a
-  /// backward that no forward armed sends nothing.
-  void prepare_for_forward(bool sync);
+  /// backward that no forward armed sends nothing. An armed backward divides the sums by
+  /// `divisor` (0, the default: the group's size; a Join that divides by the ranks still
+  /// training passes their number).
+  void prepare_for_forward(bool sync, int divisor = 0);
+
+  /// On a rank that has run out of inputs inside a Join: the collectives of one averaging
+  /// backward of the other ranks, with zeros for this rank's gradients (PyTorch's
+  /// `_match_all_reduce_for_bwd_pass` and `_match_unused_params_allreduce`): every bucket's
+  /// all-reduce, in bucket order and in the dtype it travels in, then, with
+  /// find_unused_parameters, the all-reduce that finds the parameters some rank used. The
+  /// results are dropped: this rank's gradients and buckets stay as they are. Collective.
+  void shadow_backward();
 
   /// The buckets, in the order their all-reduces are started.
   std::vector<BucketSummary> buckets() const;
@@ -136,6 +146,9 @@ class Reducer {
   // Forgets which gradients arrived, after waiting for the all-reduces already started (their
   // buckets are about to be written again).
   void reset_marks();
+  // The tensor of the all-reduce that counts which parameters any rank used: `used`, one
+  // entry per parameter (1 if this rank used it), on the parameters' device.
+  Tensor used_map(const std::vector<double>& used) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   ProcessGroup& group_;
@@ -147,6 +160,7 @@ class Reducer {
   std::vector<bool> ready_;         // parameter has its gradient in this backward
   size_t next_bucket_ = 0;          // the next bucket whose all-reduce may start
   bool sync_ = false;               // the next backward averages (a synchronised forward ran)
+  int divisor_ = 1;                 // what the armed backward divides the sums by
   bool finalize_queued_ = false;    // finalize_backward is queued for this backward
 };
 
