@@ -26,6 +26,7 @@
 #include "data/image_folder.h"
 #include "data/sampler.h"
 #include "distributed/check_in_sync.h"
+#include "distributed/collective_caller.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/export_trace.h"
 #include "distributed/launch.h"

@@ -139,14 +139,15 @@ std::string choose_backend(const std::string& requested, Device device, const La
   return "nccl";
 }
 
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device) {
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device,
+                                                 const ProcessGroupOptions& options) {
   DistributedState& s = state();
   LOCKSTEP_CHECK(s.default_group == nullptr, "init_process_group: already initialised (call it once per process)");
   LOCKSTEP_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: expected backend \"mpi\" or \"nccl\", got \"",
                  backend, "\" (choose_backend resolves \"auto\")");
   s.launch = detect_launch();
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
-  s.cpu_group = make_mpi_process_group();
+  s.cpu_group = make_mpi_process_group(options);
   // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
   // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
   // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
@@ -169,7 +170,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   // before an exit function is registered are destroyed after it runs.
   static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
   (void)registered;
-  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device) : s.cpu_group;
+  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device, options) : s.cpu_group;
   return s.default_group;
 }
 

@@ -62,8 +62,11 @@ std::string choose_backend(const std::string& requested, Device device, const La
 /// default_process_group(). The process groups run over MPI, so the job must be started by an
 /// MPI launcher (mpirun, or srun with MPI support); MPI's rank and world size replace the
 /// launcher's. torchrun starts processes but no MPI job: when its world size differs from MPI's,
-/// it is an error that says so, instead of N separate one-rank jobs.
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu());
+/// it is an error that says so, instead of N separate one-rank jobs. `options` sets the
+/// collective timeout and debug level of both groups (the environment's, by default: see
+/// ProcessGroupOptions).
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu(),
+                                                 const ProcessGroupOptions& options = ProcessGroupOptions());
 
 /// Whether init_process_group has run and destroy_process_group has not.
 bool is_initialized();

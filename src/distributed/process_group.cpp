@@ -1,6 +1,11 @@
 #include "distributed/process_group.h"
 
+#include <atomic>
+#include <cstring>
+
 #include "core/error.h"
+#include "distributed/collective_caller.h"
+#include "distributed/watchdog.h"
 
 namespace lockstep {
 
@@ -11,6 +16,29 @@ void check_contiguous(const char* collective, const char* role, const Tensor& t)
   LOCKSTEP_CHECK(t.is_contiguous(), collective, ": expected a contiguous ", role, " tensor, got shape ",
                  shape_str(t.shape()), " with strides ", shape_str(t.strides()), " (call .contiguous() first)");
 }
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+// What a collective is, before it gets its sequence number.
+CollectiveInfo info_of(const char* op, const Tensor& sent, const Tensor& written) {
+  CollectiveInfo info;
+  info.op = op;
+  info.dtype = sent.dtype();
+  info.numel = sent.numel();
+  info.bytes = written.nbytes();
+  info.caller = CollectiveCaller::current();
+  return info;
+}
+
+// The process's groups, numbered in the order they are created (the same on every rank).
+std::atomic<uint64_t> groups_created{0};
 
 // An average of integers would have to round; PyTorch refuses it too.
 void check_op(const char* collective, const Tensor& t, ReduceOp op) {
@@ -31,38 +59,126 @@ void check_sliced(const char* collective, const Tensor& big, const Tensor& small
 }
 }  // namespace
 
-ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
+ProcessGroup::ProcessGroup(int rank, int size, const ProcessGroupOptions& options)
+    : rank_(rank),
+      size_(size),
+      id_(groups_created++),
+      timeout_(options.resolved_timeout()),
+      debug_(options.resolved_debug()) {
   LOCKSTEP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroup: expected 0 <= rank < size, got rank ", rank,
                  " of ", size);
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::start_watchdog(WatchdogHooks hooks) {
+  // The settings travel as bytes: the timeout's 8, then the debug level.
+  struct Settings {
+    double timeout;
+    int32_t debug;
+    int32_t padding;
+  } mine{timeout_, static_cast<int32_t>(debug_), 0};
+  const std::vector<uint8_t> all = gather_bytes(&mine, sizeof(mine), "process group set-up");
+  for (int r = 0; r < size_; ++r) {
+    Settings theirs;
+    std::memcpy(&theirs, all.data() + r * sizeof(Settings), sizeof(Settings));
+    LOCKSTEP_CHECK(theirs.timeout == mine.timeout, "process group: the ranks use different collective timeouts: ",
+                   "rank ", r, " has ", theirs.timeout, " s, rank ", rank_, " has ", timeout_,
+                   " s; give every rank the same --collective-timeout or $LOCKSTEP_COLLECTIVE_TIMEOUT");
+    LOCKSTEP_CHECK(theirs.debug == mine.debug, "process group: the ranks use different debug levels: rank ", r,
+                   " has LOCKSTEP_DISTRIBUTED_DEBUG=", distributed_debug_name(static_cast<DistributedDebug>(theirs.debug)),
+                   ", rank ", rank_, " has ", distributed_debug_name(debug_),
+                   "; set it for every rank (mpirun -x LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL passes it to all)");
+  }
+  watchdog_ = std::make_unique<Watchdog>(id_, rank_, size_, timeout_, std::move(hooks));
+}
+
+void ProcessGroup::stop_watchdog() {
+  if (watchdog_ != nullptr) watchdog_->stop();
+}
+
+std::vector<uint8_t> ProcessGroup::gather_bytes(const void* data, size_t size, const std::string& caller) {
+  const Device device = message_device();
+  const auto n = static_cast<int64_t>(size);
+  Tensor mine = empty({n}, TensorOptions().dtype(DType::u8));
+  std::memcpy(mine.data(), data, size);
+  const Tensor all = empty({n * size_}, TensorOptions().dtype(DType::u8).device(device));
+  const std::shared_ptr<Work> work = start_all_gather(all, mine.to(device));
+  // Watched like any collective (a rank that never comes leaves this one waiting too), but not
+  // numbered: it is the group's own message, not one of the program's collectives.
+  if (watchdog_ != nullptr) {
+    CollectiveInfo info = info_of("all_gather", mine, all);
+    info.seq = seq_;
+    info.caller = caller;
+    watchdog_->started(info, work);
+  }
+  work->wait();
+  const Tensor host = all.to(Device::cpu());
+  const auto* bytes = static_cast<const uint8_t*>(host.data());
+  return std::vector<uint8_t>(bytes, bytes + host.numel());
+}
+
+void ProcessGroup::compare_fingerprints(const CollectiveInfo& info) {
+  const Fingerprint mine = Fingerprint::of(info);
+  const std::vector<uint8_t> all =
+      gather_bytes(&mine, sizeof(mine), "the fingerprint check before #" + std::to_string(info.seq));
+  std::vector<Fingerprint> prints(static_cast<size_t>(size_));
+  std::memcpy(prints.data(), all.data(), all.size());
+  // Every rank holds the same table, so every rank names the same difference.
+  std::string differences;
+  for (int r = 1; r < size_; ++r) {
+    if (prints[r].matches(prints[0])) continue;
+    differences += "; rank " + std::to_string(r) + " calls " + prints[r].describe();
+  }
+  LOCKSTEP_CHECK(differences.empty(), "the ranks call different collectives (LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL): rank 0 calls ",
+                 prints[0].describe(), differences,
+                 ". Every rank must start the same collectives in the same order with the same sizes");
+}
+
+std::shared_ptr<Work> ProcessGroup::run(CollectiveInfo info, const Tensor& written,
+                                        const std::function<std::shared_ptr<Work>()>& start) {
+  info.seq = ++seq_;
+  if (debug_ == DistributedDebug::detail && size_ > 1) compare_fingerprints(info);
+  if (written.defined()) increment_version(written);
+  std::shared_ptr<Work> work = start();
+  if (watchdog_ != nullptr) watchdog_->started(info, work);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, ReduceOp op) {
   check_contiguous("all_reduce", "input", tensor);
   check_op("all_reduce", tensor, op);
-  increment_version(tensor);
-  return start_all_reduce(tensor, op);
+  CollectiveInfo info = info_of("all_reduce", tensor, tensor);
+  info.reduce = reduce_name(op);
+  return run(info, tensor, [&] { return start_all_reduce(tensor, op); });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(const Tensor& tensor, int root) {
   check_contiguous("broadcast", "input", tensor);
   LOCKSTEP_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in [0, ", size_, "), got ", root);
-  increment_version(tensor);
-  return start_broadcast(tensor, root);
+  CollectiveInfo info = info_of("broadcast", tensor, tensor);
+  info.root = root;
+  return run(info, tensor, [&] { return start_broadcast(tensor, root); });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather_async(const Tensor& output, const Tensor& input) {
   check_sliced("all_gather", output, input, size_);
-  increment_version(output);
-  return start_all_gather(output, input);
+  return run(info_of("all_gather", input, output), output, [&] { return start_all_gather(output, input); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(const Tensor& output, const Tensor& input, ReduceOp op) {
   check_sliced("reduce_scatter", input, output, size_);
   check_op("reduce_scatter", input, op);
-  increment_version(output);
-  return start_reduce_scatter(output, input, op);
+  CollectiveInfo info = info_of("reduce_scatter", input, output);
+  info.reduce = reduce_name(op);
+  return run(info, output, [&] { return start_reduce_scatter(output, input, op); });
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier_async() { return start_barrier(); }
+std::shared_ptr<Work> ProcessGroup::barrier_async() {
+  CollectiveInfo info;
+  info.op = "barrier";
+  info.caller = CollectiveCaller::current();
+  return run(info, Tensor(), [&] { return start_barrier(); });
+}
 
 }  // namespace lockstep

@@ -6,17 +6,26 @@
 /// same order, with tensors of the same size and dtype. A rank that skips one (or calls them in a
 /// different order) leaves the others waiting forever: that is the "hang" users of data-parallel
 /// training ask about. The checks here catch what one rank can see on its own (a tensor that is
-/// not contiguous, a root outside the group); what only the group can see (sizes that differ
-/// between ranks) is the backend's to report.
+/// not contiguous, a root outside the group). What only the group can see is covered by its
+/// safety settings (ProcessGroupOptions): a watchdog ends the job when a collective waits past
+/// its timeout, naming the ranks that never reached it, and in DETAIL debug mode the ranks
+/// compare every collective's fingerprint before running it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "distributed/collective_info.h"
+#include "distributed/process_group_options.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
+
+class Watchdog;
+struct WatchdogHooks;
 
 /// How all_reduce and reduce_scatter combine the ranks' values (torch.distributed.ReduceOp).
 enum class ReduceOp {
@@ -55,13 +64,19 @@ class Work {
 /// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
 class ProcessGroup {
  public:
-  virtual ~ProcessGroup() = default;
+  virtual ~ProcessGroup();
   /// This process's rank, 0..size()-1.
   int rank() const { return rank_; }
   /// The number of ranks in the group (the world size).
   int size() const { return size_; }
   /// The backend's name: "mpi" or "nccl".
   virtual std::string backend_name() const = 0;
+  /// The collective timeout in seconds (0: no watchdog); see ProcessGroupOptions::timeout.
+  double timeout() const { return timeout_; }
+  /// The debug level; see DistributedDebug.
+  DistributedDebug debug() const { return debug_; }
+  /// How many collectives this rank has started on the group: the last one's sequence number.
+  uint64_t sequence_number() const { return seq_; }
 
   /// Replaces `tensor` on every rank by the element-wise `op` of all ranks' tensors.
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
@@ -90,8 +105,21 @@ class ProcessGroup {
   void barrier() { barrier_async()->wait(); }
 
  protected:
-  /// A group in which this process is `rank` of `size`.
-  ProcessGroup(int rank, int size);
+  /// A group in which this process is `rank` of `size`, with the settings `options` resolves
+  /// to. The group is the process's n-th (counting from 0), which is its id for the watchdogs:
+  /// every rank creates its groups in the same order.
+  ProcessGroup(int rank, int size, const ProcessGroupOptions& options);
+  /// Finishes setting the group up once its collectives work: checks that every rank resolved
+  /// the same timeout and debug level (a rank comparing fingerprints alone would pair its
+  /// checks with the others' collectives), then starts the watchdog with `hooks`. The backend's
+  /// factory calls it; collective.
+  void start_watchdog(WatchdogHooks hooks);
+  /// Stops the watchdog: a backend calls it first in its destructor if its hooks use what the
+  /// destructor tears down.
+  void stop_watchdog();
+  /// Where the group's own small messages (fingerprints, settings) travel: the device the
+  /// backend moves tensors on.
+  virtual Device message_device() const { return Device::cpu(); }
   // What a backend implements: the same collectives, arguments already checked.
   /// Starts an all-reduce of a checked tensor.
   virtual std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) = 0;
@@ -105,8 +133,23 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> start_barrier() = 0;
 
  private:
+  // The common path of every collective: number it, compare fingerprints in DETAIL mode,
+  // count the version change, start it through the backend, and hand it to the watchdog.
+  std::shared_ptr<Work> run(CollectiveInfo info, const Tensor& written,
+                            const std::function<std::shared_ptr<Work>()>& start);
+  // Gathers `size` bytes from every rank (rank 0's first), outside the numbered collectives.
+  std::vector<uint8_t> gather_bytes(const void* data, size_t size, const std::string& caller);
+  // DETAIL mode: every rank's fingerprint of the collective about to start; the first one
+  // that differs from rank 0's is an error on every rank.
+  void compare_fingerprints(const CollectiveInfo& info);
+
   int rank_;
   int size_;
+  uint64_t id_;
+  double timeout_;
+  DistributedDebug debug_;
+  uint64_t seq_ = 0;
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace lockstep

@@ -129,17 +129,21 @@ class MpiWork : public Work {
 
 class ProcessGroupMPI : public ProcessGroup {
  public:
-  ProcessGroupMPI(MPI_Comm comm, int rank, int size) : ProcessGroup(rank, size), comm_(comm) {
+  ProcessGroupMPI(MPI_Comm comm, int rank, int size, const ProcessGroupOptions& options)
+      : ProcessGroup(rank, size, options), comm_(comm) {
     worker_ = std::thread([this] { run_worker(); });
+    try {
+      start_watchdog(mpi_watchdog_hooks());
+    } catch (...) {
+      stop_worker();
+      MPI_Comm_free(&comm_);
+      throw;
+    }
   }
 
   ~ProcessGroupMPI() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    queue_changed_.notify_all();
-    worker_.join();
+    // The watchdog (the base class's) still watches what the worker finishes here.
+    stop_worker();
     if (mpi::is_initialized()) MPI_Comm_free(&comm_);
   }
 
@@ -197,6 +201,16 @@ class ProcessGroupMPI : public ProcessGroup {
   }
 
  private:
+  // Lets the worker finish the queued collectives, then ends it.
+  void stop_worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    worker_.join();
+  }
+
   struct Task {
     std::shared_ptr<MpiWork> work;
     std::function<void()> run;
@@ -251,7 +265,16 @@ class ProcessGroupMPI : public ProcessGroup {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> make_mpi_process_group() {
+WatchdogHooks mpi_watchdog_hooks() {
+  WatchdogHooks hooks;
+  // Long enough for a busy rank's service to answer, short against any deadline.
+  constexpr double kGrace = 2.0;
+  if (mpi::progress_service_running()) hooks.ask_peers = [](uint64_t group) { return mpi::ask_peers(group, kGrace); };
+  hooks.end_job = [](int code) { mpi::abort(code); };
+  return hooks;
+}
+
+std::shared_ptr<ProcessGroup> make_mpi_process_group(const ProcessGroupOptions& options) {
   mpi::initialize();
   MPI_Comm comm;
   LOCKSTEP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
@@ -259,7 +282,7 @@ std::shared_ptr<ProcessGroup> make_mpi_process_group() {
   int rank = 0, size = 1;
   LOCKSTEP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   LOCKSTEP_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return std::make_shared<ProcessGroupMPI>(comm, rank, size);
+  return std::make_shared<ProcessGroupMPI>(comm, rank, size, options);
 }
 
 }  // namespace lockstep

@@ -23,10 +23,14 @@ void initialize() { throw_built_without_mpi(); }
 bool is_initialized() { return false; }
 std::pair<int, int> world_rank_and_size() { throw_built_without_mpi(); }
 std::pair<int, int> node_rank_and_size() { throw_built_without_mpi(); }
+bool progress_service_running() { return false; }
+std::vector<std::optional<PeerProgress>> ask_peers(uint64_t, double) { throw_built_without_mpi(); }
 void finalize() {}
 void abort(int code) { std::exit(code); }
 }  // namespace mpi
 
-std::shared_ptr<ProcessGroup> make_mpi_process_group() { throw_built_without_mpi(); }
+std::shared_ptr<ProcessGroup> make_mpi_process_group(const ProcessGroupOptions&) { throw_built_without_mpi(); }
+
+WatchdogHooks mpi_watchdog_hooks() { throw_built_without_mpi(); }
 
 }  // namespace lockstep

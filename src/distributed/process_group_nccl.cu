@@ -19,6 +19,7 @@
 #include "core/cuda/check.cuh"
 #include "core/cuda/device_guard.cuh"
 #include "distributed/nccl_check.cuh"
+#include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
 #include "util/trace.h"
 
@@ -113,10 +114,27 @@ class NcclWork : public Work {
 
 class ProcessGroupNCCL : public ProcessGroup {
  public:
-  ProcessGroupNCCL(int rank, int size, Device device, ncclComm_t comm, cudaStream_t stream)
-      : ProcessGroup(rank, size), device_(device), comm_(comm), stream_(stream) {}
+  ProcessGroupNCCL(int rank, int size, Device device, ncclComm_t comm, cudaStream_t stream,
+                   const ProcessGroupOptions& options)
+      : ProcessGroup(rank, size, options), device_(device), comm_(comm), stream_(stream) {
+    // PyTorch's NCCL watchdog: the collectives' events are polled for the deadline, and the
+    // communicator for errors NCCL finds on its own (a peer gone, a network failure); on either,
+    // the communicator is aborted, so no kernel waits forever, before the job ends.
+    WatchdogHooks hooks = mpi_watchdog_hooks();
+    hooks.async_error = [this]() -> std::string {
+      ncclResult_t result = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &result) != ncclSuccess) return "ncclCommGetAsyncError failed";
+      if (result == ncclSuccess || result == ncclInProgress) return "";
+      return detail::concat("NCCL reports an asynchronous error on ", device_.str(), ": ", ncclGetErrorString(result),
+                            " (", ncclGetLastError(comm_), ")");
+    };
+    hooks.abort_communicator = [this] { ncclCommAbort(comm_); };
+    start_watchdog(std::move(hooks));
+  }
 
   ~ProcessGroupNCCL() override {
+    // The watchdog polls the communicator: it stops before the communicator is destroyed.
+    stop_watchdog();
     cuda::detail::release_quietly("destroying the NCCL group", [this] {
       DeviceGuard guard(device_);
       // Collectives still queued use the communicator and the stream: let them finish first.
@@ -127,6 +145,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
 
   std::string backend_name() const override { return "nccl"; }
+  Device message_device() const override { return device_; }
 
  protected:
   std::shared_ptr<Work> start_all_reduce(const Tensor& tensor, ReduceOp op) override {
@@ -209,7 +228,8 @@ class ProcessGroupNCCL : public ProcessGroup {
 
 bool built_with_nccl() { return true; }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device) {
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device,
+                                                      const ProcessGroupOptions& options) {
   LOCKSTEP_CHECK(bootstrap != nullptr, "make_nccl_process_group: expected a bootstrap group (an MPI group), got null");
   LOCKSTEP_CHECK_KIND(device.is_cuda(), ErrorKind::NcclNeedsCuda, "the NCCL backend needs a CUDA device, got ",
                       device.str(), "; use a GPU, or the MPI backend");
@@ -250,7 +270,16 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Proc
                                   [comm] { LOCKSTEP_NCCL_CHECK(ncclCommDestroy(comm)); });
     throw;
   }
-  return std::make_shared<ProcessGroupNCCL>(rank, size, device, comm, stream);
+  try {
+    return std::make_shared<ProcessGroupNCCL>(rank, size, device, comm, stream, options);
+  } catch (...) {
+    // The group's own checks failed (ranks with different settings): nothing else owns these.
+    cuda::detail::release_quietly("destroying the NCCL communicator", [comm, stream] {
+      LOCKSTEP_NCCL_CHECK(ncclCommDestroy(comm));
+      LOCKSTEP_CUDA_CHECK(cudaStreamDestroy(stream));
+    });
+    throw;
+  }
 }
 
 }  // namespace lockstep

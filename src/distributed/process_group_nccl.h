@@ -23,7 +23,10 @@ bool built_with_nccl();
 /// NCCL's unique id is created on rank 0 and sent to the others through `bootstrap` (an MPI
 /// group: MPI_Bcast). Two ranks may not use the same GPU; NCCL refuses it ("Duplicate GPU
 /// detected"), so the error says to use the MPI backend instead. Supports f32, f64, f16, bf16,
-/// i64, i32 and u8 tensors on `device`.
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device);
+/// i64, i32 and u8 tensors on `device`. Its watchdog (settings from `options`) polls each
+/// collective's completion and NCCL's asynchronous errors, and on a timeout or an error aborts
+/// the communicator (ncclCommAbort) before ending the job, as PyTorch's NCCL watchdog does.
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device,
+                                                      const ProcessGroupOptions& options = ProcessGroupOptions());
 
 }  // namespace lockstep

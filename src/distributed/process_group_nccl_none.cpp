@@ -8,7 +8,7 @@ namespace lockstep {
 
 bool built_with_nccl() { return false; }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>&, Device) {
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<ProcessGroup>&, Device, const ProcessGroupOptions&) {
   throw Error(ErrorKind::NcclNotBuilt,
               "the NCCL backend is not part of this build (it needs CUDA, NCCL and MPI when CMake runs); use the MPI "
               "backend");
