@@ -7,6 +7,7 @@
 #include "common/device_choice.h"
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
+#include "common/fault_lab.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/settings_agreement.h"
@@ -35,6 +36,10 @@ struct Options {
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool no_set_epoch = false;
+  bool find_unused_parameters = false;
+  bool join = false;
+  CollectiveFlags collective;
+  FaultFlags fault;
   std::string data;
   std::string save;
   std::string trace;
@@ -44,17 +49,21 @@ struct Options {
 int run(const Options& o) {
   // 1-2. Who are we, on which device, in which process group (chapters/common/distributed_run.cpp
   //      has the steps): mpirun started this program world_size times.
-  const DistributedRank started = start_rank(o.device, o.backend, o.threads);
+  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
+  // The fault lab (--fault) makes one rank misbehave on purpose; see "Questions users ask".
+  const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
+  const uint64_t seed = faults.seed(o.seed);
   // Settings that every rank must share are compared now, before they can hang or corrupt a
   // collective (chapters/common/settings_agreement.h).
   check_ranks_agree(group, device,
                     {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.epochs),
                      shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size), shared("--lr", o.lr),
-                     shared("--momentum", o.momentum), shared("--seed", o.seed),
+                     shared("--momentum", o.momentum), shared("--seed", seed),
                      shared("--bucket-cap-mb", o.bucket_cap_mb), shared("--first-bucket-cap-mb", o.first_bucket_cap_mb),
-                     shared("--no-set-epoch", o.no_set_epoch), shared("--trace", o.trace.empty() ? "off" : "on")});
+                     shared("--no-set-epoch", o.no_set_epoch), shared("--trace", o.trace.empty() ? "off" : "on"),
+                     shared("--find-unused-parameters", o.find_unused_parameters), shared("--join", o.join)});
 
   check_model_fits_dataset(o.model, o.dataset);
   check_output_file("--save", o.save);
@@ -72,13 +81,16 @@ int run(const Options& o) {
   //! [broadcast]
   // 3. Every rank builds the model with its own seed, so the copies start different, and
   //    wrapping them in DDP copies rank 0's weights to all: check_in_sync shows both.
-  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
-  std::shared_ptr<Module> model = make_model(o.model);
+  manual_seed(seed + static_cast<uint64_t>(group.rank()));
+  std::shared_ptr<Module> model = faults.model(make_model(o.model));
   model->to(device);
   const InSyncReport before = check_in_sync(*model, group);
   print_rank0("before DDP: " + (before.in_sync ? std::string("in sync") : "not in sync: " + before.difference));
   auto ddp = std::make_shared<DistributedDataParallel>(
-      model, DistributedDataParallelOptions().bucket_cap_mb(o.bucket_cap_mb).first_bucket_cap_mb(o.first_bucket_cap_mb));
+      model, DistributedDataParallelOptions()
+                 .bucket_cap_mb(o.bucket_cap_mb)
+                 .first_bucket_cap_mb(o.first_bucket_cap_mb)
+                 .find_unused_parameters(o.find_unused_parameters));
   const InSyncReport after = check_in_sync(ddp->module(), group);
   print_rank0("after DDP:  " + (after.in_sync ? "in sync, checksum " + checksum_hex(after.checksum) : after.difference));
   //! [broadcast]
@@ -100,7 +112,7 @@ int run(const Options& o) {
   // 5. Each rank trains on its own shard: every world_size-th index of one permutation that all
   //    ranks draw from the same seed + epoch. The batch size is per rank.
   auto sampler = std::make_shared<DistributedSampler>(train_set->size(), group.size(), group.rank(),
-                                                      DistributedSamplerOptions().seed(o.seed));
+                                                      DistributedSamplerOptions().seed(seed));
   DataLoader loader(train_set, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
   log_rank("shard: " + std::to_string(sampler->size()) + " of " + std::to_string(train_set->size()) +
            " training images, " + std::to_string(loader.size()) + " steps per epoch");
@@ -129,12 +141,16 @@ int run(const Options& o) {
     const Tensor window_loss = zeros({}, TensorOptions().device(device));
     Timer timer;
     int64_t batch_index = 0;
+    // With --join, a rank that runs out of batches first shadows the others' collectives until
+    // they are done too (section 11); without it, this Join does nothing.
+    Join join(ddp, JoinOptions().enable(o.join));
     for (const Batch& batch : loader) {
+      if (faults.runs_out_before(batch_index + 1)) break;  // --fault uneven or freeze
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
       loss = cross_entropy((*ddp)(inputs), targets);
       optimizer.zero_grad();
-      loss.backward();  // gradients averaged over all ranks here
+      if (!faults.skips_backward(batch_index + 1)) loss.backward();  // gradients averaged over all ranks here
       optimizer.step();
       window_loss.add_(loss.detach());
       samples += targets.numel();
@@ -153,6 +169,7 @@ int run(const Options& o) {
       }
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }
+    join.finish();
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
     //! [loop]
@@ -231,6 +248,11 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(positive_number());
   app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(positive_number());
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
+  app.add_flag("--find-unused-parameters", o.find_unused_parameters,
+               "let DDP average parameters that got no gradient (DistributedDataParallelOptions::find_unused_parameters)");
+  app.add_flag("--join", o.join, "a rank that runs out of batches shadows the others' collectives (Join)");
+  add_collective_flags(app, o.collective);
+  add_fault_flags(app, o.fault);
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");

@@ -40,6 +40,7 @@ struct Options {
   int64_t growth_interval = 2000;
   int64_t inf_at_step = 0;
   int inf_on_rank = 0;
+  CollectiveFlags collective;
   std::string data;
   std::string metrics;
 };
@@ -86,7 +87,7 @@ CommHook parse_comm_hook(const std::string& name) {
 
 int run(const Options& o) {
   // 1. Chapter 4's start: ranks, threads, device, process group.
-  const DistributedRank started = start_rank(o.device, o.backend, o.threads);
+  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   check_ranks_agree(group, device,
@@ -260,6 +261,7 @@ int main(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
+  add_collective_flags(app, o.collective);
   add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -5,6 +5,7 @@
 
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
+#include "distributed/collective_caller.h"
 #include "tensor/ops/loss.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/ops/elementwise.h"
@@ -37,7 +38,10 @@ Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_se
     totals.select(0, 2).add_(cross_entropy(logits, targets).to(DType::f64), n);  // mean * B
   }
   const std::vector<double> mine = totals.to(Device::cpu()).to_vector<double>();
-  group.all_reduce(totals, ReduceOp::Sum);
+  {
+    const CollectiveCaller caller("evaluation totals");
+    group.all_reduce(totals, ReduceOp::Sum);
+  }
   const std::vector<double> all = totals.to(Device::cpu()).to_vector<double>();
   return {all[0] / all[1], all[2] / all[1], all[1], mine[0] / mine[1]};
 }

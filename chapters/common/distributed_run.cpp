@@ -7,10 +7,31 @@
 #include "core/cuda/context.h"
 #include "core/device.h"
 #include "core/threads.h"
+#include "common/program.h"
+#include "distributed/collective_caller.h"
 
 namespace lockstep {
 
-DistributedRank start_rank(const std::string& device_flag, const std::string& backend_flag, int threads) {
+ProcessGroupOptions CollectiveFlags::options() const {
+  ProcessGroupOptions options;
+  if (timeout) options.timeout(*timeout);
+  if (!debug.empty()) options.debug(debug == "detail" ? DistributedDebug::detail : DistributedDebug::off);
+  return options;
+}
+
+void add_collective_flags(CLI::App& app, CollectiveFlags& flags) {
+  app.add_option("--collective-timeout", flags.timeout,
+                 "seconds a collective may wait before the watchdog ends the job, naming the ranks that never came "
+                 "(0: never; default $LOCKSTEP_COLLECTIVE_TIMEOUT, else 60)")
+      ->check(non_negative_number());
+  app.add_option("--distributed-debug", flags.debug,
+                 "detail: the ranks compare every collective before running it and name the first that differs "
+                 "(default $LOCKSTEP_DISTRIBUTED_DEBUG, else off)")
+      ->check(CLI::IsMember({"off", "detail"}));
+}
+
+DistributedRank start_rank(const std::string& device_flag, const std::string& backend_flag, int threads,
+                           const CollectiveFlags& collective) {
   //! [launch]
   // 1. Who are we? mpirun started this program world_size times; the launcher's environment
   //    tells each copy its rank. The threads of this machine are shared between its ranks.
@@ -27,7 +48,7 @@ DistributedRank start_rank(const std::string& device_flag, const std::string& ba
   if (device.is_cuda()) cuda::set_device(device);
 
   // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
-  ProcessGroup& group = *init_process_group(backend, device);
+  ProcessGroup& group = *init_process_group(backend, device, collective.options());
   log_rank(choice.start_line());
   print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +
               group.backend_name() + ", " + std::to_string(get_num_threads()) + " thread(s) per rank");
@@ -37,6 +58,7 @@ DistributedRank start_rank(const std::string& device_flag, const std::string& ba
 
 Throughput all_rank_throughput(int64_t samples, double train_seconds, const Tensor& loss, ProcessGroup& group,
                                Device device) {
+  const CollectiveCaller caller("throughput totals");
   const Tensor totals = from_vector({static_cast<double>(samples), loss.detach().to(DType::f64).item()}, {2},
                                     TensorOptions().dtype(DType::f64).device(device));
   group.all_reduce(totals, ReduceOp::Sum);

@@ -4,11 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "common/device_choice.h"
 #include "distributed/launch.h"
 #include "distributed/process_group.h"
+#include "distributed/process_group_options.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -20,10 +24,25 @@ struct DistributedRank {
   ProcessGroup* group;   ///< the default process group, which destroy_process_group() ends
 };
 
+/// The process group's safety flags: --collective-timeout SECONDS (the watchdog's deadline) and
+/// --distributed-debug off|detail (compare every collective's fingerprint first). Unset, they
+/// leave the choice to $LOCKSTEP_COLLECTIVE_TIMEOUT and $LOCKSTEP_DISTRIBUTED_DEBUG.
+struct CollectiveFlags {
+  std::optional<double> timeout;  ///< --collective-timeout
+  std::string debug;              ///< --distributed-debug: "off", "detail" or "" (not given)
+  /// The ProcessGroupOptions the flags ask for.
+  ProcessGroupOptions options() const;
+};
+
+/// Adds --collective-timeout and --distributed-debug to `app`.
+void add_collective_flags(CLI::App& app, CollectiveFlags& flags);
+
 /// Starts this rank of a job launched by mpirun (or alone): shares the machine's cores among its
 /// ranks unless `threads` > 0, resolves `--device` (auto, cpu, cuda) and `--backend` (auto, mpi,
-/// nccl), makes a GPU current, initialises the process group, and prints who started the job.
-DistributedRank start_rank(const std::string& device, const std::string& backend, int threads);
+/// nccl), makes a GPU current, initialises the process group with `collective`'s settings, and
+/// prints who started the job.
+DistributedRank start_rank(const std::string& device, const std::string& backend, int threads,
+                           const CollectiveFlags& collective);
 
 /// Every rank's samples over the slowest rank's seconds, and the mean over ranks of the last
 /// loss: all-reduced over `group`, so every rank gets the same numbers.

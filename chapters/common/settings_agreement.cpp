@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
 #include "tensor/tensor.h"
 
@@ -29,6 +30,7 @@ std::vector<uint8_t> value_bytes(const std::string& value) {
 }  // namespace
 
 void check_ranks_agree(ProcessGroup& group, Device device, const std::vector<SharedSetting>& settings) {
+  const CollectiveCaller caller("settings agreement");
   // 1. One number per setting, its hash: one all-gather finds the first that differs.
   std::vector<uint64_t> hashes;
   for (const SharedSetting& s : settings) hashes.push_back(fnv1a(s.value.data(), s.value.size()));

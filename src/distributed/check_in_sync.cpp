@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
 
 namespace lockstep {
@@ -11,6 +12,7 @@ InSyncReport check_in_sync(const Module& module, ProcessGroup& group) {
   const StateDict state = module.state_dict();
   const std::vector<Tensor> params = module.parameters();
   const Device device = params.empty() ? Device::cpu() : params.front().device();
+  const CollectiveCaller caller("check_in_sync");
   // First the number of tensors (different models cannot be compared tensor by tensor).
   InSyncReport report;
   if (const auto count = find_disagreement(group, {static_cast<uint64_t>(state.size())}, device)) {
