@@ -93,7 +93,9 @@ void Watchdog::run() {
   // Often enough that a deadline is kept to a tenth of itself, rarely enough to cost nothing.
   const auto tick = std::chrono::duration<double>(std::clamp(timeout_s_ / 10.0, 0.01, 0.1));
   std::unique_lock<std::mutex> lock(mutex_);
+  //! [overdue]
   while (!stop_requested_.wait_for(lock, tick, [this] { return stopping_; })) {
+    // Collectives finish in the order they started: only the oldest can be overdue first.
     drop_finished_locked();
     if (!running_.empty()) {
       const double waited =
@@ -101,9 +103,10 @@ void Watchdog::run() {
       if (waited > timeout_s_) {
         const Started overdue = running_.front();
         lock.unlock();
-        expire(overdue, waited);
+        expire(overdue, waited);  // asks the others where they are, prints, ends the job
       }
     }
+    //! [overdue]
     if (hooks_.async_error) {
       lock.unlock();
       const std::string error = hooks_.async_error();
