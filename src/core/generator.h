@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string>
 
 namespace lockstep {
 
@@ -25,6 +26,19 @@ class Generator {
   uint64_t below(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(engine_); }
   /// 64 raw random bits.
   uint64_t next() { return engine_(); }
+
+  /// The generator's whole state as text (torch.Generator.get_state): the 312 words of the
+  /// Mersenne Twister and its position, as decimal numbers separated by spaces, the form the
+  /// C++ standard library defines for std::mt19937_64 (so it is exact and the same with every
+  /// standard library). set_state() of this text makes a generator that draws exactly the
+  /// numbers this one would draw next. Every draw above depends on this state alone (a
+  /// distribution object is made afresh for each draw and keeps nothing), which is what lets a
+  /// checkpoint resume a run's random numbers bit for bit.
+  std::string get_state() const;
+  /// Restores a state that get_state() returned (torch.Generator.set_state). Throws
+  /// lockstep::Error, leaving the generator unchanged, when `state` is not such a text (wrong
+  /// count of numbers, a word that is not a number, extra characters).
+  void set_state(const std::string& state);
 
  private:
   std::mt19937_64 engine_;
