@@ -22,6 +22,14 @@ void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, 
   for (int64_t i = 0; i < n; ++i) adam_rule(i, param, grad, exp_avg, exp_avg_sq, c);
 }
 
+// The constructor's rules for Adam's hyper-parameters; `where` starts the messages.
+void check_adam(const std::string& where, double beta1, double beta2, double eps, double weight_decay) {
+  LOCKSTEP_CHECK(eps >= 0.0, where, ": expected an eps >= 0, got ", eps);
+  LOCKSTEP_CHECK(beta1 >= 0.0 && beta1 < 1.0, where, ": expected betas in [0, 1), got beta1 = ", beta1);
+  LOCKSTEP_CHECK(beta2 >= 0.0 && beta2 < 1.0, where, ": expected betas in [0, 1), got beta2 = ", beta2);
+  LOCKSTEP_CHECK(weight_decay >= 0.0, where, ": expected a weight_decay >= 0, got ", weight_decay);
+}
+
 // PyTorch's defaults differ only in the weight decay.
 double default_weight_decay(bool decoupled) { return decoupled ? 1e-2 : 0.0; }
 }  // namespace
@@ -36,14 +44,44 @@ Adam::Adam(std::string name, std::vector<Tensor> params, const AdamOptions& opti
       eps_(options.eps()),
       weight_decay_(options.weight_decay().value_or(default_weight_decay(decoupled_weight_decay))),
       decoupled_weight_decay_(decoupled_weight_decay) {
-  LOCKSTEP_CHECK(eps_ >= 0.0, this->name(), ": expected an eps >= 0, got ", eps_);
-  LOCKSTEP_CHECK(beta1_ >= 0.0 && beta1_ < 1.0, this->name(), ": expected betas in [0, 1), got beta1 = ", beta1_);
-  LOCKSTEP_CHECK(beta2_ >= 0.0 && beta2_ < 1.0, this->name(), ": expected betas in [0, 1), got beta2 = ", beta2_);
-  LOCKSTEP_CHECK(weight_decay_ >= 0.0, this->name(), ": expected a weight_decay >= 0, got ", weight_decay_);
+  check_adam(this->name(), beta1_, beta2_, eps_, weight_decay_);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& options)
     : Adam("AdamW", std::move(params), options, /*decoupled_weight_decay=*/true) {}
+
+std::map<std::string, HyperParameter> Adam::hyper_parameters() const {
+  return {{"betas", std::vector<double>{beta1_, beta2_}},
+          {"eps", eps_},
+          {"weight_decay", weight_decay_},
+          {"amsgrad", false},
+          {"maximize", false}};
+}
+
+void Adam::set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                                bool apply) {
+  const auto betas = group.find("betas");
+  LOCKSTEP_CHECK(betas != group.end() && std::holds_alternative<std::vector<double>>(betas->second) &&
+                     std::get<std::vector<double>>(betas->second).size() == 2,
+                 where, ": the param group has no \"betas\" pair of numbers");
+  const std::vector<double>& b = std::get<std::vector<double>>(betas->second);
+  const double eps = number_in(group, "eps", where);
+  const double weight_decay = number_in(group, "weight_decay", where);
+  for (const char* unsupported : {"amsgrad", "maximize"})
+    LOCKSTEP_CHECK(group.count(unsupported) == 0 || !flag_in(group, unsupported, where), where,
+                   ": the state dict asks for ", unsupported, "=True, which Lockstep's ", name(),
+                   " does not implement");
+  check_adam(where, b[0], b[1], eps, weight_decay);
+  if (!apply) return;
+  beta1_ = b[0];
+  beta2_ = b[1];
+  eps_ = eps;
+  weight_decay_ = weight_decay;
+}
+
+Shape Adam::state_shape(const std::string& name, const Tensor& param) const {
+  return name == "step" ? Shape{} : param.shape();
+}
 
 void Adam::update(size_t param_index, const Tensor& param, const Tensor& grad) {
   // State starts at zero on the parameter's first update.

@@ -3,6 +3,7 @@
 /// exactly (bias corrections included; no amsgrad). AdamW is Adam with decoupled weight decay.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -70,6 +71,15 @@ class Adam : public Optimizer {
   /// Adam's rule for one parameter (see the class comment); keeps "step", "exp_avg" and
   /// "exp_avg_sq".
   void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
+  /// betas, eps, weight_decay (and PyTorch's amsgrad and maximize, always false).
+  std::map<std::string, HyperParameter> hyper_parameters() const override;
+  /// Checks and (with `apply`) sets those hyper-parameters, with the constructor's rules.
+  void set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                            bool apply) override;
+  /// {"step", "exp_avg", "exp_avg_sq"}, PyTorch's order.
+  std::vector<std::string> state_names() const override { return {"step", "exp_avg", "exp_avg_sq"}; }
+  /// {} (a 0-d tensor) for "step", the parameter's shape for the moments.
+  Shape state_shape(const std::string& name, const Tensor& param) const override;
 
  private:
   double beta1_;

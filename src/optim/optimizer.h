@@ -6,13 +6,46 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace lockstep {
+
+/// One hyper-parameter of a parameter group, as a JSON value: a flag (nesterov), a number (lr,
+/// momentum, eps) or a list of numbers (betas, which PyTorch keeps as a tuple).
+using HyperParameter = std::variant<bool, double, std::vector<double>>;
+
+/// An optimiser's state_dict, PyTorch's `{'state': {index: {...}}, 'param_groups': [{...}]}`
+/// in C++ form:
+///
+///     optimizer   "Adam"                       (PyTorch keeps it implicit; Lockstep checks it)
+///     state       "state.0.step"        -> 0-d f32 tensor     (the tensors, by parameter index
+///                 "state.0.exp_avg"     -> tensor              and PyTorch's state names;
+///                 "state.0.exp_avg_sq"  -> tensor              flattened with dots, as a
+///                 ...                                          checkpoint stores them)
+///     param_group {"lr": 0.001, "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.0, ...}
+///     num_params  how many parameters the group holds (PyTorch's 'params': [0, 1, ..., n-1])
+///
+/// One group, because Lockstep's optimisers have one. A parameter that has never been updated
+/// has no entries, as in PyTorch (SGD's momentum_buffer appears with the first step).
+struct OptimizerStateDict {
+  std::string optimizer;                                ///< The class: "SGD", "Adam" or "AdamW".
+  /// "state.<index>.<name>" -> tensor, in order (the same type as nn's StateDict, spelled out
+  /// because optim may not include nn, a folder of its own layer).
+  std::vector<std::pair<std::string, Tensor>> state;
+  std::map<std::string, HyperParameter> param_group;    ///< The group's hyper-parameters by name.
+  int64_t num_params = 0;                               ///< The number of parameters of the group.
+};
+
+/// The key under which OptimizerStateDict::state holds state `name` of parameter `index`:
+/// "state.<index>.<name>".
+std::string optimizer_state_key(size_t index, const std::string& name);
 
 /// Updates parameters from their gradients, like torch.optim.Optimizer:
 ///
@@ -53,12 +86,48 @@ class Optimizer {
   /// Whether parameter `param_index` has state `name` yet.
   bool has_state(size_t param_index, const std::string& name) const;
 
+  /// The optimiser's state and hyper-parameters (torch's optimizer.state_dict()). The tensors
+  /// are the optimiser's own (not copies, as in PyTorch): save them or clone() them before the
+  /// next step() if you need a snapshot.
+  OptimizerStateDict state_dict() const;
+  /// Restores what state_dict() returned, as torch's optimizer.load_state_dict: the
+  /// hyper-parameters of the group are replaced by the saved ones (the learning rate too), and
+  /// every state tensor is copied, converted to its parameter's dtype and moved to its
+  /// parameter's device (Adam's "step" stays a 0-d f32 CPU tensor). Parameters the state dict
+  /// has no state for start afresh, as they would before their first step.
+  ///
+  /// Everything is checked before anything changes, and each mismatch is an error that says
+  /// what differs: another optimiser ("load_state_dict: the checkpoint's optimizer is Adam, this
+  /// one is SGD"), another number of parameters, a state name this optimiser does not keep, a
+  /// tensor whose shape differs from its parameter's, a missing entry (Adam keeps all three of
+  /// step, exp_avg and exp_avg_sq or none), a missing or invalid hyper-parameter.
+  void load_state_dict(const OptimizerStateDict& state);
+
  protected:
   /// Checks and stores the parameters; `name` ("SGD", "Adam", ...) starts every error message.
   Optimizer(std::string name, std::vector<Tensor> params, double lr);
 
-  /// The optimiser's name, as error messages use it.
+  /// The optimiser's name, as error messages and state_dict() use it.
   const std::string& name() const { return name_; }
+  /// The subclass's hyper-parameters besides "lr", under PyTorch's names, for state_dict().
+  virtual std::map<std::string, HyperParameter> hyper_parameters() const = 0;
+  /// Checks `group` (every name hyper_parameters() returns must be there, of its type, with a
+  /// value the constructor accepts; `where` starts the messages) and, when `apply`, sets the
+  /// subclass's hyper-parameters from it. Called twice by load_state_dict: check, then apply.
+  virtual void set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                                    bool apply) = 0;
+  /// The state names a parameter of this optimiser keeps, all of them present or none: SGD's
+  /// "momentum_buffer", Adam's "step", "exp_avg" and "exp_avg_sq".
+  virtual std::vector<std::string> state_names() const = 0;
+  /// The shape state `name` of parameter `param` must have: the parameter's, or {} for a step
+  /// count. Defaults to the parameter's.
+  virtual Shape state_shape(const std::string& name, const Tensor& param) const;
+  /// The number `key` of `group`; a missing key or another type is an error starting with `where`.
+  static double number_in(const std::map<std::string, HyperParameter>& group, const std::string& key,
+                          const std::string& where);
+  /// The flag `key` of `group`; a missing key or another type is an error starting with `where`.
+  static bool flag_in(const std::map<std::string, HyperParameter>& group, const std::string& key,
+                      const std::string& where);
   /// The update rule: writes the new value of parameter `param_index` (`param`) into its memory
   /// from `grad` (contiguous, of its shape, dtype and device), and its state. Called by step()
   /// under NoGradGuard, only for parameters that have a gradient; step() counts the write in

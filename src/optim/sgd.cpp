@@ -28,17 +28,46 @@ void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T
 //! [sgd loop]
 }  // namespace
 
+namespace {
+// The constructor's rules for SGD's hyper-parameters; `where` starts the messages.
+void check_sgd(const std::string& where, double momentum, double dampening, double weight_decay, bool nesterov) {
+  LOCKSTEP_CHECK(momentum >= 0.0, where, ": expected a momentum >= 0, got ", momentum);
+  LOCKSTEP_CHECK(weight_decay >= 0.0, where, ": expected a weight_decay >= 0, got ", weight_decay);
+  LOCKSTEP_CHECK(!nesterov || (momentum > 0.0 && dampening == 0.0), where,
+                 ": Nesterov momentum requires a momentum > 0 and zero dampening, got momentum ", momentum,
+                 " and dampening ", dampening);
+}
+}  // namespace
+
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
     : Optimizer("SGD", std::move(params), options.lr()),
       momentum_(options.momentum()),
       dampening_(options.dampening()),
       weight_decay_(options.weight_decay()),
       nesterov_(options.nesterov()) {
-  LOCKSTEP_CHECK(momentum_ >= 0.0, "SGD: expected a momentum >= 0, got ", momentum_);
-  LOCKSTEP_CHECK(weight_decay_ >= 0.0, "SGD: expected a weight_decay >= 0, got ", weight_decay_);
-  LOCKSTEP_CHECK(!nesterov_ || (momentum_ > 0.0 && dampening_ == 0.0),
-                 "SGD: Nesterov momentum requires a momentum > 0 and zero dampening, got momentum ", momentum_,
-                 " and dampening ", dampening_);
+  check_sgd("SGD", momentum_, dampening_, weight_decay_, nesterov_);
+}
+
+
+std::map<std::string, HyperParameter> SGD::hyper_parameters() const {
+  return {{"momentum", momentum_}, {"dampening", dampening_}, {"weight_decay", weight_decay_},
+          {"nesterov", nesterov_}, {"maximize", false}};
+}
+
+void SGD::set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                               bool apply) {
+  const double momentum = number_in(group, "momentum", where);
+  const double dampening = number_in(group, "dampening", where);
+  const double weight_decay = number_in(group, "weight_decay", where);
+  const bool nesterov = flag_in(group, "nesterov", where);
+  LOCKSTEP_CHECK(group.count("maximize") == 0 || !flag_in(group, "maximize", where), where,
+                 ": the state dict asks for maximize=True, which Lockstep's SGD does not implement");
+  check_sgd(where, momentum, dampening, weight_decay, nesterov);
+  if (!apply) return;
+  momentum_ = momentum;
+  dampening_ = dampening;
+  weight_decay_ = weight_decay;
+  nesterov_ = nesterov;
 }
 
 void SGD::update(size_t param_index, const Tensor& param, const Tensor& grad) {

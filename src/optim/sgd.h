@@ -3,6 +3,8 @@
 /// momentum, following torch.optim.SGD's update rule exactly.
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
@@ -66,6 +68,13 @@ class SGD : public Optimizer {
  protected:
   /// SGD's rule for one parameter (see the class comment); keeps "momentum_buffer".
   void update(size_t param_index, const Tensor& param, const Tensor& grad) override;
+  /// momentum, dampening, weight_decay, nesterov (and PyTorch's maximize, always false).
+  std::map<std::string, HyperParameter> hyper_parameters() const override;
+  /// Checks and (with `apply`) sets those hyper-parameters, with the constructor's rules.
+  void set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                            bool apply) override;
+  /// {"momentum_buffer"}.
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
 
  private:
   double momentum_;
