@@ -69,10 +69,10 @@ class DistributedSampler : public Sampler {
                      const DistributedSamplerOptions& options = DistributedSamplerOptions());
 
   /// This rank's indices of the current epoch: num_samples() of them, the same on every call
-  /// until set_epoch changes the epoch.
+  /// until set_epoch changes the epoch; fewer in an epoch resumed with resume_at().
   std::vector<int64_t> indices() override;
-  /// num_samples().
-  int64_t size() const override { return num_samples_; }
+  /// How many indices indices() returns: num_samples(), or what is left of a resumed epoch.
+  int64_t size() const override;
   /// Chooses the permutation of the coming epoch (it is only stored). Throws if `epoch` < 0.
   void set_epoch(int64_t epoch) override;
 
@@ -86,15 +86,49 @@ class DistributedSampler : public Sampler {
   int64_t num_samples() const { return num_samples_; }
   /// Indices per epoch over all ranks: num_samples() * num_replicas().
   int64_t total_size() const { return num_samples_ * num_replicas_; }
+  /// The seed of the permutations.
+  uint64_t seed() const { return seed_; }
+  /// Whether each epoch is shuffled.
+  bool shuffle() const { return shuffle_; }
+  /// Whether the uneven tail is dropped.
+  bool drop_last() const { return drop_last_; }
+  /// The number of samples of the dataset (N).
+  int64_t dataset_size() const { return dataset_size_; }
+
+  /// Changes the seed of the permutations, for restoring a checkpoint into a sampler built
+  /// before it was read (io/checkpoint.h). Every rank must set the same seed.
+  void set_seed(uint64_t seed) { seed_ = seed; }
+
+  /// Resumes epoch `epoch` after its first `position` samples, counted over all ranks: sets
+  /// the epoch, and for that epoch only, indices() continues the epoch's order from there,
+  /// with the same interleaving (rank r takes positions position + r, position + r + R, ...)
+  /// and the same padding as a full epoch, so that every rank gets the same number of indices
+  /// and the union of what the job visits before and after the resume is the whole epoch. A
+  /// later set_epoch to another epoch ends it; set_epoch(epoch) itself keeps it, so the usual
+  /// loop `sampler.set_epoch(e); for (batch : loader)` may run unchanged after a resume.
+  ///
+  /// The position is global, not per rank, so it means the same thing whatever the world
+  /// size: a checkpoint saved after s steps of batch B on R ranks resumes at position s * B * R
+  /// on any number of ranks, because the epoch's permutation depends only on seed + epoch.
+  /// (With the same number of ranks each rank gets exactly the indices it had left.) This is
+  /// torchdata's StatefulDistributedSampler idea, counted in global positions. Throws if
+  /// `epoch` or `position` is negative.
+  void resume_at(int64_t epoch, int64_t position);
+  /// The global position the current epoch starts from: 0, or resume_at's position while its
+  /// epoch is the current one.
+  int64_t start_position() const { return epoch_ == resume_epoch_ ? resume_position_ : 0; }
 
  private:
   int64_t dataset_size_;
   int64_t num_replicas_;
   int64_t rank_;
   bool shuffle_;
+  bool drop_last_;
   uint64_t seed_;
   int64_t num_samples_;
   int64_t epoch_ = 0;
+  int64_t resume_epoch_ = -1;    // the epoch resume_at() applies to (-1: none)
+  int64_t resume_position_ = 0;  // where that epoch resumes, in global positions
 };
 
 }  // namespace lockstep
