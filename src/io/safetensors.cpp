@@ -1,5 +1,6 @@
 #include "io/safetensors.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,11 +9,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +49,19 @@ const char* safetensors_dtype_name(DType dtype) {
 
 // ---------------------------------------------------------------------------------------------
 // Saving
+
+// detail::set_save_before_rename_hook's hook (tests only).
+std::function<void(const std::string&)>& before_rename_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+// The folder that holds `path` ("." for a bare file name).
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
 
 // A file written under `target + ".tmp"` that replaces `target` only when commit() succeeds.
 // If anything throws before that, the destructor closes and deletes the temporary file, so a
@@ -82,9 +98,21 @@ class AtomicFile {
     FILE* file = file_;
     file_ = nullptr;
     LOCKSTEP_CHECK(std::fclose(file) == 0, "save_safetensors: cannot close '", tmp_, "': ", std::strerror(errno));
+    if (before_rename_hook()) before_rename_hook()(tmp_);
     LOCKSTEP_CHECK(std::rename(tmp_.c_str(), target_.c_str()) == 0, "save_safetensors: cannot rename '", tmp_,
                    "' to '", target_, "': ", std::strerror(errno));
     committed_ = true;
+    // The rename changed the folder, whose entry lives in the folder's own blocks: until they
+    // reach the disk, a power cut may bring back the old name (or none). fsync the folder.
+    const std::string folder = folder_of(target_);
+    const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+    LOCKSTEP_CHECK(fd >= 0, "save_safetensors: saved '", target_, "' but cannot open its folder '", folder,
+                   "' to flush the rename to disk: ", std::strerror(errno));
+    const int synced = ::fsync(fd);
+    const int error = errno;
+    ::close(fd);
+    LOCKSTEP_CHECK(synced == 0, "save_safetensors: saved '", target_, "' but cannot flush its folder '", folder,
+                   "' to disk: ", std::strerror(error));
   }
 
  private:
@@ -320,6 +348,12 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   for (const Tensor& t : dense) file.write(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()));
   file.commit();
 }
+
+namespace detail {
+void set_save_before_rename_hook(std::function<void(const std::string&)> hook) {
+  before_rename_hook() = std::move(hook);
+}
+}  // namespace detail
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));

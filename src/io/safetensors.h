@@ -21,6 +21,7 @@
 /// bytes, which is why every check below is about the numbers agreeing with each other.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -37,8 +38,10 @@ namespace lockstep {
 ///
 /// Tensors must be on the CPU (move them with `tensor.to(Device::cpu())` first); non-contiguous
 /// tensors are saved as their contiguous copy. The file is written atomically: the bytes go to
-/// `path + ".tmp"`, reach the disk, and only then replace `path` by a rename, so `path` holds
-/// either the old checkpoint or the complete new one, never a half-written file.
+/// `path + ".tmp"`, reach the disk (fsync), and only then replace `path` by a rename, whose new
+/// directory entry is made durable by an fsync of the folder; so `path` holds either the old
+/// checkpoint or the complete new one, never a half-written file, even after a crash or a
+/// power cut. A `.tmp` left behind by a killed save is simply overwritten by the next one.
 ///
 /// Throws lockstep::Error for duplicate names, the reserved name `__metadata__`, undefined or
 /// non-CPU tensors, and any failure to create, write or rename the file (naming the path and
@@ -63,5 +66,14 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
 /// the run that saved it had diverged: ...`. save_safetensors writes such values without
 /// complaint, so the file can still be inspected with other tools.
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
+namespace detail {
+/// For tests of crash safety only: when set, save_safetensors calls `hook(temporary_path)`
+/// after the temporary file is complete and on disk and before renaming it over the target.
+/// A hook that throws makes the save fail there (the temporary is removed, the target is
+/// untouched); one that calls _exit() simulates a process killed between write and rename
+/// (the temporary stays). Pass an empty function to remove it. Not thread-safe.
+void set_save_before_rename_hook(std::function<void(const std::string& temporary_path)> hook);
+}  // namespace detail
 
 }  // namespace lockstep
