@@ -1,0 +1,188 @@
+/// \file
+/// Checkpoints that resume bit-exactly (chapter 6): one safetensors file holds everything a
+/// data-parallel run needs to continue as if it had never stopped — the model's parameters and
+/// buffers, the optimiser's state and hyper-parameters, the GradScaler's state, the sampler's
+/// seed and position, and the random generators' states — so that K steps, save, load, M steps
+/// give bitwise the same weights as K + M steps in one run.
+///
+/// The file (readable by PyTorch's `safetensors.torch.load_file`, see
+/// tests/reference/read_checkpoint.py):
+///
+///     tensors      "model.<name>"                 the model's state_dict (the inner module's:
+///                                                 no "module." prefix from a DDP wrapper)
+///                  "optimizer.state.<i>.<name>"   the optimiser's state (Optimizer::state_dict)
+///                  "scaler.<name>"                GradScaler::state_dict(), when AMP is on
+///     __metadata__ "format"          "lockstep.checkpoint"
+///                  "format_version"  "1"          (a reader refuses a newer version)
+///                  and JSON texts:   "training" (epoch, step_in_epoch, global_step, batch_size,
+///                                    samples_in_epoch), "world_size", "sampler", "generators",
+///                                    "optimizer" (name, param_group, num_params), "scaler" (its
+///                                    scalars, for reading), "model" (the fingerprint: every
+///                                    name, dtype and shape), "checksum" (FNV-1a 64 of the data)
+///
+/// Saving is rank 0's job (PyTorch's save_on_master): every rank holds the same weights and
+/// optimiser state under DDP, so one copy is enough, and one writer avoids ranks overwriting
+/// each other's file. The write is atomic (io/safetensors.h): a temporary file
+/// `<path>.tmp` in the same folder, written, fsync'ed, renamed over `<path>`, the folder
+/// fsync'ed. A save that fails or is killed leaves the previous checkpoint intact.
+///
+/// Loading happens on every rank, each onto its own device. What is per rank: the default
+/// random generator's state (e.g. dropout seeded with seed + rank); gather it to rank 0 with
+/// all_gather_generator_states() before saving, and each rank gets its own back on load.
+///
+/// Why io does not include amp or distributed: they are folders of io's own layer
+/// (docs/conventions.md), so the scaler is passed through stateful() and the process group
+/// through the template all_gather_generator_states(); neither needs their headers here.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "core/generator.h"
+#include "data/distributed_sampler.h"
+#include "nn/module.h"
+#include "nn/state_dict.h"
+#include "optim/optimizer.h"
+#include "tensor/tensor.h"
+
+namespace lockstep {
+
+/// The format name every Lockstep checkpoint carries in its metadata ("format").
+inline constexpr const char* kCheckpointFormat = "lockstep.checkpoint";
+/// The format version this build writes, and the newest it reads.
+inline constexpr int kCheckpointFormatVersion = 1;
+
+/// Something whose state a checkpoint carries as named tensors: a GradScaler, or any object
+/// with `StateDict state_dict() const` and `void load_state_dict(const StateDict&)`. Make one
+/// with stateful().
+struct StatefulRef {
+  std::function<StateDict()> state_dict;                  ///< Returns the object's state.
+  std::function<void(const StateDict&)> load_state_dict;  ///< Restores it.
+};
+
+/// A StatefulRef to `object`, which must outlive it: `state.scaler = stateful(scaler);`.
+template <class T>
+StatefulRef stateful(T& object) {
+  return {[&object] { return object.state_dict(); }, [&object](const StateDict& s) { object.load_state_dict(s); }};
+}
+
+/// What a checkpoint saves and, on load, restores in place. The objects are the caller's; only
+/// `model` is required.
+struct TrainingState {
+  /// The model: the module itself, not its DistributedDataParallel wrapper (pass
+  /// `ddp->module()`), so that the names carry no "module." prefix and the checkpoint loads
+  /// into an unwrapped model too (PyTorch's advice).
+  Module* model = nullptr;
+  /// The optimiser, or null.
+  Optimizer* optimizer = nullptr;
+  /// The GradScaler, as `stateful(scaler)`, or nothing.
+  std::optional<StatefulRef> scaler;
+  /// The DistributedSampler, or null: its seed, epoch, dataset size and options are saved; on
+  /// load its seed is set and it is resumed at the saved position (resume_at).
+  DistributedSampler* sampler = nullptr;
+  /// Other generators a rank draws from (data augmentation, say), by name, the same on every
+  /// rank. Their states are saved and restored; a name the checkpoint lacks is an error.
+  std::vector<std::pair<std::string, Generator*>> generators;
+  /// Every rank's default generator state, in rank order, from all_gather_generator_states()
+  /// (needed when ranks draw different random numbers, e.g. seeded with seed + rank). Empty:
+  /// the saving rank's own state is saved, and every rank gets it back on load.
+  std::vector<std::string> default_generator_states;
+
+  int64_t epoch = 0;          ///< The epoch in progress, from 0.
+  int64_t step_in_epoch = 0;  ///< Batches of `epoch` already trained (the next one's index).
+  int64_t global_step = 0;    ///< Iterations since the start of training.
+  int64_t batch_size = 0;     ///< Samples per batch on each rank (for the data position).
+};
+
+/// Where a loaded checkpoint resumes, and what the loader noticed.
+struct ResumeInfo {
+  int64_t epoch = 0;             ///< The epoch to continue.
+  int64_t step_in_epoch = 0;     ///< Batches of it already trained at this world size (see notes).
+  int64_t global_step = 0;       ///< Iterations trained so far.
+  int64_t samples_in_epoch = 0;  ///< Samples of the epoch's order already trained, over all ranks.
+  uint64_t sampler_seed = 0;     ///< The sampler's seed (0 if the checkpoint has no sampler).
+  int64_t sampler_epoch = 0;     ///< The sampler's epoch.
+  int saved_world_size = 0;      ///< The number of ranks that saved it.
+  int64_t saved_batch_size = 0;  ///< Their batch size per rank.
+  /// Whether continuing gives exactly the run that saved it: same world size and batch size,
+  /// every rank's generator state restored, and everything saved restored.
+  bool bit_exact = true;
+  /// Sentences about what differs from the saving run, e.g. "saved with 2 ranks, resumed with
+  /// 3: the data position is recomputed ...". Empty when nothing does.
+  std::vector<std::string> notes;
+};
+
+/// Saves `state` to `path` when `rank` is 0 (save_on_master); other ranks return at once.
+/// `world_size` and `state.batch_size` fix the data position: the epoch's first
+/// `step_in_epoch * batch_size * world_size` samples are done. The tensors are copied to the
+/// CPU for writing; the training objects are not changed. The write is atomic (see the file
+/// comment). Call a barrier afterwards if other ranks go on to read the file.
+///
+/// Throws lockstep::Error, leaving any existing file at `path` as it was, when `state.model`
+/// is null, a count is negative, `default_generator_states` does not hold one state per rank,
+/// or the file cannot be written (naming the path and the system's reason).
+void save_checkpoint(const std::string& path, const TrainingState& state, int rank, int world_size);
+
+/// Loads the checkpoint at `path` into `state`'s objects in place, on rank `rank` of a job of
+/// `world_size` ranks, and returns where to resume (also written to state.epoch, step_in_epoch
+/// and global_step). The tensors are read onto `map_location` (torch.load's map_location) and
+/// then copied into the model's parameters and buffers and the optimiser's state on their own
+/// devices, as load_state_dict does; pass each rank's own device.
+///
+/// A different world size is allowed and said in the notes: the data position is kept as a
+/// global sample count, samples_in_epoch = step_in_epoch * batch_size * saved_world_size, and
+/// the sampler resumes there (DistributedSampler::resume_at); step_in_epoch becomes
+/// samples_in_epoch / (batch_size * world_size), rounded down. The weights and optimiser state
+/// are those of the saving run, but the steps after it see other batches, so the run is no
+/// longer the bit-exact continuation. Every rank without a saved generator state of its own
+/// (more ranks than saved) keeps its current default generator.
+///
+/// Every problem is one lockstep::Error sentence naming the file, and nothing is changed when
+/// the checks fail: a missing, truncated or corrupt file (safetensors' own checks plus the
+/// checksum), the temporary file of an unfinished save (`*.tmp`, refused: only a completed
+/// save renames it, so nothing vouches that it is whole; load the real file), a safetensors
+/// file that is not a Lockstep checkpoint, a newer format version, another model (the first
+/// name, shape or dtype that differs), another optimiser or a differently sized one, a sampler
+/// over another dataset, a missing named generator.
+ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device map_location, int rank,
+                           int world_size);
+
+/// Every rank's default generator state (Generator::get_state of default_generator()), in rank
+/// order, gathered to every rank with `group` (a ProcessGroup, or anything with rank(), size()
+/// and all_gather(output, input) of CPU i64 and u8 tensors). Collective: every rank calls it,
+/// before save_checkpoint, and puts the result in TrainingState::default_generator_states. A
+/// template so that io needs no header of distributed (a folder of its own layer).
+template <class Group>
+std::vector<std::string> all_gather_generator_states(Group& group) {
+  std::string mine;
+  {
+    const auto lock = lock_default_generator(nullptr);
+    mine = default_generator().get_state();
+  }
+  const int64_t world = group.size();
+  // The states' lengths differ (decimal numbers), so first the lengths, then the bytes padded
+  // to the longest: all_gather needs the same shape on every rank.
+  const Tensor length = full({1}, static_cast<double>(mine.size()), TensorOptions().dtype(DType::i64));
+  const Tensor lengths = empty({world}, TensorOptions().dtype(DType::i64));
+  group.all_gather(lengths, length);
+  const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
+  int64_t longest = 0;
+  for (int64_t n : sizes) longest = std::max(longest, n);
+  const Tensor bytes = zeros({longest}, TensorOptions().dtype(DType::u8));
+  std::memcpy(bytes.data(), mine.data(), mine.size());
+  const Tensor all = empty({world * longest}, TensorOptions().dtype(DType::u8));
+  group.all_gather(all, bytes);
+  std::vector<std::string> states;
+  const auto* data = static_cast<const char*>(all.data());
+  for (int64_t r = 0; r < world; ++r) states.emplace_back(data + r * longest, static_cast<size_t>(sizes[r]));
+  return states;
+}
+
+}  // namespace lockstep
