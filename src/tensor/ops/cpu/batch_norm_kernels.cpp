@@ -197,4 +197,83 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
   });
 }
 
+Tensor batch_norm_local_stats_kernel(const Tensor& input) {
+  const Tensor x = input.contiguous();  // x: (N, C, S)
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  const int64_t count = N * S;
+  std::vector<double> packed(static_cast<size_t>(2 * C + 1));  // [mean (C) | var (C) | count]
+  packed[static_cast<size_t>(2 * C)] = static_cast<double>(count);
+
+  dispatch_floating_and_16bit(x.dtype(), "SyncBatchNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
+    for (int64_t c = 0; c < C; ++c) {
+      // The same two passes as batch_norm_stats_kernel, kept in double for the merge.
+      double total = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = in + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
+      }
+      const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+      double squares = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = in + (n * C + c) * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = static_cast<double>(row[s]) - mu;
+          squares += d * d;
+        }
+      }
+      packed[static_cast<size_t>(c)] = mu;
+      packed[static_cast<size_t>(C + c)] = count > 0 ? squares / static_cast<double>(count) : 0.0;
+    }
+  });
+  return from_vector(packed, {2 * C + 1}, x.options().dtype(DType::f64));
+}
+
+std::pair<Tensor, Tensor> batch_norm_gather_stats_kernel(const Tensor& gathered, const Tensor& running_mean,
+                                                         const Tensor& running_var, double momentum, double eps,
+                                                         DType stat_dtype) {
+  const int64_t R = gathered.size(0), C = (gathered.size(1) - 1) / 2;
+  const std::vector<double> rows = gathered.contiguous().to_vector<double>();  // rows: (R, 2C + 1)
+  const int64_t width = 2 * C + 1;
+  std::vector<double> mean(static_cast<size_t>(C)), invstd(static_cast<size_t>(C));
+  std::vector<double> unbiased_var(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    // Chan et al.: merging (n_a, mean_a, M2_a) with (n_b, mean_b, M2_b), M2 = n * var,
+    //   delta = mean_b - mean_a,  n = n_a + n_b,
+    //   mean = mean_a + delta * n_b / n,  M2 = M2_a + M2_b + delta^2 * n_a * n_b / n.
+    // Unlike summing x and x^2 over the ranks, no large squares are subtracted.
+    double n = 0.0, mu = 0.0, m2 = 0.0;
+    for (int64_t r = 0; r < R; ++r) {
+      const double nb = rows[r * width + 2 * C];
+      if (nb <= 0.0) continue;  // an empty batch adds nothing
+      const double mb = rows[r * width + c], m2b = rows[r * width + C + c] * nb;
+      const double total = n + nb, delta = mb - mu;
+      mu += delta * (nb / total);
+      m2 += m2b + delta * delta * (n * nb / total);
+      n = total;
+    }
+    const double var = n > 0.0 ? m2 / n : 0.0;  // biased: what normalisation uses
+    mean[c] = mu;
+    invstd[c] = 1.0 / std::sqrt(var + eps);
+    unbiased_var[c] = n > 1.0 ? m2 / (n - 1.0) : 0.0;
+  }
+
+  if (running_mean.defined()) {
+    dispatch_floating(running_mean.dtype(), "SyncBatchNorm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* rm = running_mean.data_ptr<T>();
+      T* rv = running_var.data_ptr<T>();
+      const int64_t sm = running_mean.stride(0), sv = running_var.stride(0);
+      for (int64_t c = 0; c < C; ++c) {
+        rm[c * sm] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c * sm]) + momentum * mean[c]);
+        rv[c * sv] = static_cast<T>((1.0 - momentum) * static_cast<double>(rv[c * sv]) + momentum * unbiased_var[c]);
+      }
+    });
+  }
+  const auto options = gathered.options().dtype(stat_dtype);
+  return {from_vector(mean, {C}, options), from_vector(invstd, {C}, options)};
+}
+
 }  // namespace lockstep::cpu

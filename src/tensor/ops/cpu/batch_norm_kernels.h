@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/dtype.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cpu {
@@ -60,5 +61,31 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
 void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& input, const Tensor& mean,
                                       const Tensor& invstd, const Tensor& weight, const Tensor& sum_dy,
                                       const Tensor& sum_dy_xmu, int64_t count, const Tensor& grad_input);
+
+// SyncBatchNorm's two extra steps (torch.batch_norm_stats and
+// torch.batch_norm_gather_stats_with_counts, reworked): each rank packs its statistics into one
+// row, the rows of all ranks are all-gathered, and every rank merges them the same way.
+
+/// This rank's per-channel statistics, packed as one row for SyncBatchNorm's all-gather: a
+/// (2C + 1) f64 tensor on input's device,
+///     [ mean (C) | biased variance (C) | count ],
+/// count = N * S, the number of values each channel holds. Always f64, whatever the input's
+/// dtype: the merge of several ranks then loses nothing to rounding, and the count stays
+/// exact far beyond f32's 2^24. Mean and variance are taken in two passes, in double, as
+/// batch_norm_stats_kernel does. An empty batch (N = 0) gives mean 0, variance 0 and count 0,
+/// which the merge skips: a rank without images still joins the all-gather.
+Tensor batch_norm_local_stats_kernel(const Tensor& input);
+
+/// Merges every rank's row of `gathered` (R, 2C + 1) f64, as batch_norm_local_stats_kernel
+/// packs them, into the statistics of the union of the ranks' batches: per channel, the rows
+/// are combined by count with Chan, Golub and LeVeque's pairwise update of the mean and of the
+/// sum of squared deviations M2, in double (rows of count 0 are skipped), and the global biased
+/// variance is M2 / n for the total count n. Returns (mean, invstd = 1 / sqrt(var + eps)), both
+/// (C) in `stat_dtype` (f32 or f64). When running_mean and running_var are defined (f32 or f64,
+/// possibly strided) they are updated in place as batch_norm_update_stats_kernel does, with the
+/// unbiased global variance M2 / (n - 1); n must then be > 1 (the op checks it).
+std::pair<Tensor, Tensor> batch_norm_gather_stats_kernel(const Tensor& gathered, const Tensor& running_mean,
+                                                         const Tensor& running_var, double momentum, double eps,
+                                                         DType stat_dtype);
 
 }  // namespace lockstep::cpu

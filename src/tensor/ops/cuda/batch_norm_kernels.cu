@@ -11,12 +11,12 @@
 // x: (N, C, S), contiguous, S = H * W (1 for 2-D input). Channel c owns the N * S elements
 // x[n, c, s], numbered j = n * S + s; element j of channel c sits at (n * C + c) * S + s.
 // Parallel decomposition:
-//   - per-channel reductions (stats, backward_reduce): one block per channel. Its threads
+//   - per-channel reductions (stats, local_stats, backward_reduce): one block per channel. Its threads
 //     stride over j, so neighbouring threads read neighbouring s (coalesced when S is large;
 //     2-D input reads one element every C), and combine their double partial sums with warp
 //     shuffles, then through shared memory across the warps;
-//   - per-channel arithmetic (invstd, running statistics, folded coefficients): one thread
-//     per channel;
+//   - per-channel arithmetic (invstd, running statistics, folded coefficients, SyncBatchNorm's
+//     merge of the ranks' statistics): one thread per channel;
 //   - elementwise passes: a grid-stride loop, one element i per thread, channel (i / S) % C.
 #include "tensor/ops/cuda/batch_norm_kernels.h"
 
@@ -190,6 +190,63 @@ __global__ void backward_elements(const T* dy, const T* x, const P* coefficients
   }
 }
 
+// Block c: SyncBatchNorm's packed row for channel c, packed[c] = mean and packed[C + c] = the
+// biased variance, in the two passes of channel_stats; block 0 also writes packed[2C] = count.
+template <class T>
+__global__ void channel_local_stats(const T* x, ChannelLayout l, double* packed) {
+  const int64_t c = blockIdx.x, count = l.N * l.S;
+  double total = 0.0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += convert<double>(x[channel_offset(j, c, l)]);
+  total = block_sum(total);
+  const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+
+  double squares = 0.0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const double d = convert<double>(x[channel_offset(j, c, l)]) - mu;
+    squares += d * d;
+  }
+  squares = block_sum(squares);
+  if (threadIdx.x == 0) {
+    packed[c] = mu;
+    packed[l.C + c] = count > 0 ? squares / static_cast<double>(count) : 0.0;
+    if (c == 0) packed[2 * l.C] = static_cast<double>(count);
+  }
+}
+
+// Thread c: merges the R ranks' rows of `rows` (R, 2C + 1) for channel c, in rank order, as
+// cpu::batch_norm_gather_stats_kernel does (Chan et al.'s update of mean and M2 in double, rows
+// of count 0 skipped), writes mean[c] and invstd[c], and moves the running statistics, when
+// given (non-null, possibly strided), towards the global mean and unbiased variance.
+template <class P>
+__global__ void merge_rank_stats(const double* rows, int64_t R, int64_t C, double eps, double momentum,
+                                 P* running_mean, int64_t mean_stride, P* running_var, int64_t var_stride,
+                                 P* mean, P* invstd) {
+  const int64_t width = 2 * C + 1;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double n = 0.0, mu = 0.0, m2 = 0.0;
+    for (int64_t r = 0; r < R; ++r) {
+      const double nb = rows[r * width + 2 * C];
+      if (nb <= 0.0) continue;  // an empty batch adds nothing
+      const double mb = rows[r * width + c], m2b = rows[r * width + C + c] * nb;
+      const double total = n + nb, delta = mb - mu;
+      mu += delta * (nb / total);
+      m2 += m2b + delta * delta * (n * nb / total);
+      n = total;
+    }
+    const double var = n > 0.0 ? m2 / n : 0.0;  // biased
+    mean[c] = static_cast<P>(mu);
+    invstd[c] = static_cast<P>(1.0 / sqrt(var + eps));
+    if (running_mean != nullptr) {
+      const double unbiased = n > 1.0 ? m2 / (n - 1.0) : 0.0;
+      P& rm = running_mean[c * mean_stride];
+      P& rv = running_var[c * var_stride];
+      rm = static_cast<P>((1.0 - momentum) * static_cast<double>(rm) + momentum * mu);
+      rv = static_cast<P>((1.0 - momentum) * static_cast<double>(rv) + momentum * unbiased);
+    }
+  }
+}
+
 // The typed address of an optional tensor's data: null for an undefined tensor.
 template <class T>
 const T* data_or_null(const Tensor& t) {
@@ -322,6 +379,43 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
         device_ptr(grad_input.data_ptr<Host>()));
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
+}
+
+Tensor batch_norm_local_stats_kernel(const Tensor& input) {
+  const Tensor x = input.contiguous();  // x: (N, C, S)
+  const ChannelLayout l = channel_layout(x);
+  Tensor packed = empty({2 * l.C + 1}, x.options().dtype(DType::f64));  // [mean (C) | var (C) | count]
+  if (l.C == 0) {
+    packed.fill_(0.0);  // just the count, 0 values
+    return packed;
+  }
+  dispatch_floating_and_16bit(x.dtype(), "SyncBatchNorm", [&](auto tag) {
+    using Host = typename decltype(tag)::type;
+    channel_local_stats<<<static_cast<unsigned int>(l.C), kReduceThreads, 0, stream_for(x.device())>>>(
+        device_ptr(x.data_ptr<Host>()), l, packed.data_ptr<double>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+  return packed;
+}
+
+std::pair<Tensor, Tensor> batch_norm_gather_stats_kernel(const Tensor& gathered, const Tensor& running_mean,
+                                                         const Tensor& running_var, double momentum, double eps,
+                                                         DType stat_dtype) {
+  const Tensor rows = gathered.contiguous();  // rows: (R, 2C + 1)
+  const int64_t R = rows.size(0), C = (rows.size(1) - 1) / 2;
+  const auto options = rows.options().dtype(stat_dtype);
+  Tensor mean = empty({C}, options), invstd = empty({C}, options);
+  if (C == 0) return {mean, invstd};
+  dispatch_floating(stat_dtype, "SyncBatchNorm", [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    const bool running = running_mean.defined();
+    merge_rank_stats<P><<<grid_size(C), kBlockSize, 0, stream_for(rows.device())>>>(
+        rows.data_ptr<double>(), R, C, eps, momentum, running ? running_mean.data_ptr<P>() : nullptr,
+        running ? running_mean.stride(0) : 0, running ? running_var.data_ptr<P>() : nullptr,
+        running ? running_var.stride(0) : 0, mean.data_ptr<P>(), invstd.data_ptr<P>());
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+  return {mean, invstd};
 }
 
 }  // namespace lockstep::cuda

@@ -1,5 +1,5 @@
 /// \file
-/// CUDA kernels for batch normalisation: the same six functions, parameters and results as the
+/// CUDA kernels for batch normalisation: the same eight functions, parameters and results as the
 /// CPU kernels in tensor/ops/cpu/batch_norm_kernels.h (see there for the split that SyncBatchNorm
 /// relies on). Input and gradients are (N, C) or (N, C, H, W), read as (N, C, S); per-channel
 /// tensors are (C) with the input's dtype for f32 and f64 input, and f32 for f16 and bf16 input
@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/cuda/api.h"
+#include "core/dtype.h"
 #include "tensor/tensor.h"
 
 namespace lockstep::cuda {
@@ -52,5 +53,19 @@ LOCKSTEP_CUDA_FN(void batch_norm_backward_elemt_kernel(const Tensor& grad_output
                                                        const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                                        const Tensor& sum_dy, const Tensor& sum_dy_xmu, int64_t count,
                                                        const Tensor& grad_input))
+
+/// SyncBatchNorm's packed row of this rank's statistics: (2C + 1) f64 on input's device,
+/// [ mean (C) | biased variance (C) | count ], count = N * S; see
+/// cpu::batch_norm_local_stats_kernel. An empty batch gives zeros (count 0).
+LOCKSTEP_CUDA_FN(Tensor batch_norm_local_stats_kernel(const Tensor& input))
+
+/// Merges the ranks' rows of `gathered` (R, 2C + 1) f64 by count (Chan et al., in double,
+/// rows of count 0 skipped) into the global (mean, invstd), (C) in `stat_dtype`, and updates
+/// running_mean and running_var in place, if defined, with the unbiased global variance; see
+/// cpu::batch_norm_gather_stats_kernel.
+LOCKSTEP_CUDA_FN(std::pair<Tensor, Tensor> batch_norm_gather_stats_kernel(const Tensor& gathered,
+                                                                          const Tensor& running_mean,
+                                                                          const Tensor& running_var, double momentum,
+                                                                          double eps, DType stat_dtype))
 
 }  // namespace lockstep::cuda

@@ -121,6 +121,12 @@ inline constexpr DeviceKernels<decltype(cpu::batch_norm_backward_reduce_kernel)>
 /// The training-mode input gradient.
 inline constexpr DeviceKernels<decltype(cpu::batch_norm_backward_elemt_kernel)> batch_norm_backward_elemt{
     cpu::batch_norm_backward_elemt_kernel, cuda::batch_norm_backward_elemt_kernel};
+/// SyncBatchNorm: one rank's statistics packed for the all-gather, (mean, var, count).
+inline constexpr DeviceKernels<decltype(cpu::batch_norm_local_stats_kernel)> batch_norm_local_stats{
+    cpu::batch_norm_local_stats_kernel, cuda::batch_norm_local_stats_kernel};
+/// SyncBatchNorm: every rank's packed statistics merged by count, running statistics updated.
+inline constexpr DeviceKernels<decltype(cpu::batch_norm_gather_stats_kernel)> batch_norm_gather_stats{
+    cpu::batch_norm_gather_stats_kernel, cuda::batch_norm_gather_stats_kernel};
 
 // Mixed precision.
 /// Unscales gradients and flags any inf or NaN among them, in one pass (GradScaler's unscale_).
