@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/join.h"
 #include "tensor/ops/kernels/tables.h"
 
 namespace lockstep {
@@ -120,6 +121,90 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         if (need_input && !use_batch_stats) {
           grads[0] = empty(g.shape(), g.options());
           kernels::batch_norm_elemt.call(device, g, zeros_like(invstd), invstd, weight, Tensor(), grads[0]);
+        }
+        return grads;
+      });
+}
+
+Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight_in, const Tensor& bias_in, double momentum, double eps,
+                       const BatchNormCollectives& collectives) {
+  check_defined("sync_batch_norm", {&input});
+  LOCKSTEP_CHECK(input.dim() == 2 || input.dim() == 4,
+                 "sync_batch_norm: expected input to be 2-D (N, C) or 4-D (N, C, H, W), got shape ",
+                 shape_str(input.shape()));
+  check_per_channel(weight_in, "weight", input);
+  check_per_channel(bias_in, "bias", input);
+  check_per_channel(running_mean, "running_mean", input);
+  check_per_channel(running_var, "running_var", input);
+  LOCKSTEP_CHECK(running_mean.defined() == running_var.defined(),
+                 "sync_batch_norm: expected running_mean and running_var to be both given or both undefined");
+  LOCKSTEP_CHECK(collectives.all_gather && collectives.all_reduce_sum,
+                 "sync_batch_norm: expected both collectives (all_gather and all_reduce_sum) to be given");
+  const int64_t C = input.size(1);
+  LOCKSTEP_CHECK(C > 0, "sync_batch_norm: expected at least one channel, got input shape ", shape_str(input.shape()));
+
+  const Device device = input.device();
+  const Tensor weight = in_channel_dtype(weight_in, input), bias = in_channel_dtype(bias_in, input);
+
+  // 1. This rank's statistics, one row: [mean (C) | var (C) | count], f64. -> (1, 2C + 1)
+  const Tensor local = kernels::batch_norm_local_stats.call(device, input).reshape({1, 2 * C + 1});
+  // 2. Every rank's row, rank 0's first: (world, 2C + 1). A rank with no images sends count 0.
+  const Tensor gathered = collectives.all_gather(local);
+  LOCKSTEP_CHECK(gathered.dim() == 2 && gathered.size(1) == 2 * C + 1 && gathered.dtype() == DType::f64 &&
+                     gathered.device() == device,
+                 "sync_batch_norm: the all_gather collective returned shape ", shape_str(gathered.shape()), " ",
+                 dtype_name(gathered.dtype()), " on ", gathered.device().str(), "; expected (world, ", 2 * C + 1,
+                 ") f64 on ", device.str());
+  // The total count, on the host: the input gradient's formula needs it as a number, and every
+  // rank sees the same one, so a bad total stops every rank alike instead of leaving some waiting.
+  double total = 0.0;
+  for (double n : gathered.select(1, 2 * C).to(Device::cpu()).to_vector<double>()) total += n;
+  const auto count = static_cast<int64_t>(total);
+  LOCKSTEP_CHECK(count > 1, "SyncBatchNorm: expected more than 1 value per channel over all ranks when training, got ",
+                 count, " in total (this rank's input has shape ", shape_str(input.shape()),
+                 "); use larger batches, or put the model in eval mode");
+
+  // 3. The global statistics, merged by count; the running statistics move towards them
+  //    (16-bit ones in f32 copies, rounded back once, as batch_norm does).
+  Tensor mean, invstd;  // (C)
+  const Tensor rm = in_channel_dtype(running_mean, input), rv = in_channel_dtype(running_var, input);
+  std::tie(mean, invstd) =
+      kernels::batch_norm_gather_stats.call(device, gathered, rm, rv, momentum, eps, channel_dtype(input));
+  if (running_mean.defined()) {
+    for (const auto& [buffer, updated] : {std::pair{running_mean, rm}, std::pair{running_var, rv}}) {
+      if (buffer.dtype() == updated.dtype()) {
+        increment_version(buffer);
+      } else {
+        buffer.copy_(updated);
+      }
+    }
+  }
+
+  // 4. Normalise this rank's slice with the global statistics.
+  Tensor out = empty(input.shape(), input.options());
+  kernels::batch_norm_elemt.call(device, input, mean, invstd, weight, bias, out);
+
+  return record(
+      out, "SyncBatchNormBackward", {input, weight, bias},
+      [x_saved = SavedTensor(input), weight_saved = SavedTensor(weight), mean, invstd, count, device, C,
+       all_reduce_sum = collectives.all_reduce_sum, need_input = needs_grad(input), need_weight = needs_grad(weight),
+       need_bias = needs_grad(bias)](const Tensor& g) {
+        const Tensor x = x_saved.unpack(), weight = weight_saved.unpack();
+        std::vector<Tensor> grads(3);  // input, weight, bias
+        // This rank's sums, (C) each: the weight and bias gradients are these local ones.
+        Tensor sum_dy, sum_dy_xmu;
+        std::tie(sum_dy, sum_dy_xmu) = kernels::batch_norm_backward_reduce.call(device, g, x, mean);
+        if (need_weight) grads[1] = mul(sum_dy_xmu, invstd);  // sum(dy * xhat) over this rank
+        if (need_bias) grads[2] = sum_dy;
+        if (need_input) {
+          // The global mean and variance depend on every rank's inputs: the input gradient
+          // needs the sums over all ranks. One packed all-reduce: (2C) = [sum_dy | sum_dy_xmu].
+          const Tensor sums = cat({sum_dy, sum_dy_xmu});
+          all_reduce_sum(sums);
+          grads[0] = empty(x.shape(), x.options());
+          kernels::batch_norm_backward_elemt.call(device, g, x, mean, invstd, weight, sums.slice(0, 0, C),
+                                                  sums.slice(0, C, 2 * C), count, grads[0]);
         }
         return grads;
       });
