@@ -7,6 +7,21 @@
 
 namespace lockstep {
 
+namespace {
+
+// Points `member` at `module`, the new child `name` of `owner`, which forward calls through
+// the member; a module of another type would not fit there.
+template <class M>
+void repoint(std::shared_ptr<M>& member, const std::shared_ptr<Module>& module, const Module& owner,
+             const std::string& name, const char* needed) {
+  auto typed = std::dynamic_pointer_cast<M>(module);
+  LOCKSTEP_CHECK(typed != nullptr, "replace_module: ", owner.name(), "'s \"", name, "\" must be a ", needed,
+                 " (or a subclass, such as SyncBatchNorm for BatchNorm2d), got ", module->name());
+  member = std::move(typed);
+}
+
+}  // namespace
+
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(
                                        Conv2dOptions(in_planes, planes, 3).stride(stride).padding(1).bias(false)));
@@ -69,6 +84,23 @@ std::shared_ptr<Module> make_model(const std::string& name) {
   }
   if (name == "resnet") return std::make_shared<ResNet>(3, 10);
   throw Error("make_model: unknown model '" + name + "': expected mlp, cnn or resnet");
+}
+
+void BasicBlock::on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) {
+  if (name == "conv1") repoint(conv1, module, *this, name, "Conv2d");
+  if (name == "bn1") repoint(bn1, module, *this, name, "BatchNorm2d");
+  if (name == "conv2") repoint(conv2, module, *this, name, "Conv2d");
+  if (name == "bn2") repoint(bn2, module, *this, name, "BatchNorm2d");
+  if (name == "downsample") repoint(downsample, module, *this, name, "Sequential");
+}
+
+void ResNet::on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) {
+  if (name == "conv1") repoint(conv1, module, *this, name, "Conv2d");
+  if (name == "bn1") repoint(bn1, module, *this, name, "BatchNorm2d");
+  if (name == "layer1") repoint(layer1, module, *this, name, "Sequential");
+  if (name == "layer2") repoint(layer2, module, *this, name, "Sequential");
+  if (name == "layer3") repoint(layer3, module, *this, name, "Sequential");
+  if (name == "fc") repoint(fc, module, *this, name, "Linear");
 }
 
 // The block's settings are read back from its first convolution.

@@ -43,6 +43,10 @@ class BasicBlock : public Module {
   std::shared_ptr<Conv2d> conv2;          ///< 3x3, stride 1, no bias.
   std::shared_ptr<BatchNorm2d> bn2;       ///< After conv2.
   std::shared_ptr<Sequential> downsample;  ///< 1x1 conv + BN on the shortcut, or null (identity).
+
+ protected:
+  /// Re-points the member of a child swapped by replace_module (see Module::on_module_replaced).
+  void on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) override;
 };
 
 /// A small CIFAR-style ResNet (ResNet-8): a 3x3 stem with 16 channels, three stages of one
@@ -66,6 +70,10 @@ class ResNet : public Module {
   std::shared_ptr<Sequential> layer2;  ///< One BasicBlock, 32 channels, H/2 x W/2.
   std::shared_ptr<Sequential> layer3;  ///< One BasicBlock, 64 channels, H/4 x W/4.
   std::shared_ptr<Linear> fc;          ///< 64 -> num_classes.
+
+ protected:
+  /// Re-points the member of a child swapped by replace_module (see Module::on_module_replaced).
+  void on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) override;
 };
 
 /// The model named `name`, freshly initialised from the default generator (call manual_seed

@@ -97,6 +97,24 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  LOCKSTEP_CHECK(module != nullptr, "replace_module: the new module \"", name, "\" of ", this->name(), " is null");
+  for (auto& entry : children_) {
+    if (entry.first != name) continue;
+    // The hook first: if it refuses the new module, the tree is still as it was.
+    on_module_replaced(name, module);
+    std::shared_ptr<Module> old = std::move(entry.second);
+    entry.second = std::move(module);
+    return old;
+  }
+  std::string names;
+  for (const auto& entry : children_) names += (names.empty() ? "\"" : ", \"") + entry.first + "\"";
+  throw Error("replace_module: " + this->name() + " has no child module named \"" + name + "\" (its children: " +
+              (names.empty() ? std::string("none") : names) + ")");
+}
+
+void Module::on_module_replaced(const std::string& /*name*/, const std::shared_ptr<Module>& /*module*/) {}
+
 // ---- walking the tree ----------------------------------------------------------------------
 
 void Module::collect(const std::string& prefix, bool want_parameters, NamedTensors& out) const {

@@ -86,6 +86,13 @@ class Module {
   std::vector<Tensor> buffers() const;
   /// buffers() with dotted names: "bn1.running_mean", ...
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  /// Replaces the child registered as `name` by `module`, at the same place in the tree, so
+  /// that state_dict keys and the order of parameters() stay as they were; returns the child it
+  /// replaced (libtorch's replace_module). There must be a child of that name. It first calls
+  /// on_module_replaced, so that a module holding its own typed handle to the child re-points
+  /// it; if that throws (the new module has the wrong type), nothing is changed.
+  /// convert_sync_batchnorm (distributed/sync_batch_norm.h) swaps BatchNorm2d layers this way.
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> module);
   /// The direct children.
   std::vector<std::shared_ptr<Module>> children() const;
   /// The direct children with their names.
@@ -159,6 +166,14 @@ class Module {
   virtual std::string extra_repr() const { return ""; }
 
  protected:
+  /// Called by replace_module(name, module) before child `name` becomes `module`. A module that
+  /// keeps a typed member for a child it calls in forward (ResNet's `bn1`) must re-point that
+  /// member here, or its forward would go on calling the old child; it should throw when
+  /// `module` lacks the type the member needs. (PyTorch needs no such hook: a Python attribute
+  /// *is* the registration.) The default does nothing, which suits modules whose forward goes
+  /// through children(), as Sequential's does.
+  virtual void on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module);
+
   /// Formats a number as Python's repr does (0.1, 1e-05, 2.0), so that extra_repr() reads
   /// exactly like PyTorch's.
   static std::string format_float(double value);
