@@ -3,7 +3,7 @@
 # second "node" through tools/netns-rsh and the ranks talking TCP over a bridge, must end with
 # the same weights as `mpirun -n 2` on one node (tests/multinode/two_nodes.sh says how). Needs
 # root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and the `ip` command (Debian: iproute2); skipped
-# (exit 77) without them.
+# (exit 77) without them. Also builds the probe of tests/bench/ring_cost_model.sh.
 set(LOCKSTEP_MULTINODE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 if(LOCKSTEP_MPI)
@@ -23,4 +23,7 @@ if(LOCKSTEP_MPI)
   # the same cores twice.
   lockstep_multinode_test(multinode_chapter4_two_nodes chapter4 --device cpu --max-steps 20 --threads 1)
 
+  # tests/bench/ring_cost_model.sh's measurement of the link: raw MPI_Allreduce times by size.
+  add_executable(ring_cost_model ${CMAKE_SOURCE_DIR}/tests/bench/ring_cost_model.cpp)
+  target_link_libraries(ring_cost_model PRIVATE MPI::MPI_CXX)
 endif()
