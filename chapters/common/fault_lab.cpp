@@ -28,9 +28,9 @@ class WithUnusedLayer : public Module {
 
 void add_fault_flags(CLI::App& app, FaultFlags& flags) {
   app.add_option("--fault", flags.fault,
-                 "make one rank misbehave, to see what happens (chapter 4, \"Questions users ask\"): none, freeze, "
+                 "make one rank misbehave, to see what happens (chapter 4, section 12): none, freeze, kill, "
                  "skip-backward, uneven, seed or unused-parameter")
-      ->check(CLI::IsMember({"none", "freeze", "skip-backward", "uneven", "seed", "unused-parameter"}));
+      ->check(CLI::IsMember({"none", "freeze", "kill", "skip-backward", "uneven", "seed", "unused-parameter"}));
   app.add_option("--fault-rank", flags.rank, "the rank that misbehaves")->check(non_negative_number());
   app.add_option("--fault-step", flags.step, "the step of each epoch (from 1) at which it does")
       ->check(positive_number());
@@ -43,6 +43,7 @@ FaultLab::FaultLab(const FaultFlags& flags, int rank, int world_size, int64_t ma
                  "rank that ran out of batches would count fewer steps and start another epoch alone (leave out "
                  "--max-steps; --model mlp --epochs 1 is quick)");
   if (strikes("freeze")) log_rank("fault lab: this rank will stop itself (SIGSTOP) before step " + std::to_string(flags.step));
+  if (strikes("kill")) log_rank("fault lab: this rank will die (SIGKILL) before step " + std::to_string(flags.step));
   if (strikes("skip-backward")) log_rank("fault lab: this rank will skip backward at step " + std::to_string(flags.step));
   if (strikes("uneven")) log_rank("fault lab: this rank will run out of batches before step " + std::to_string(flags.step));
   if (strikes("seed")) log_rank("fault lab: this rank uses --seed + 1");
@@ -61,6 +62,10 @@ bool FaultLab::runs_out_before(int64_t step) const {
   if (strikes("freeze")) {
     log_rank("fault lab: stopping (SIGSTOP) before step " + std::to_string(step));
     std::raise(SIGSTOP);
+  }
+  if (strikes("kill")) {
+    log_rank("fault lab: dying (SIGKILL) before step " + std::to_string(step));
+    std::raise(SIGKILL);
   }
   return strikes("uneven");
 }

@@ -4,6 +4,7 @@
 /// the message Lockstep prints for it (the chapter's "Questions users ask" shows each):
 ///
 ///     --fault freeze             rank R stops itself (SIGSTOP) before step N: the watchdog
+///     --fault kill               rank R dies (SIGKILL) before step N: mpirun ends the job
 ///     --fault skip-backward      rank R skips backward at step N: its all-reduces go missing
 ///     --fault uneven             rank R runs out of batches before step N (try --join;
 ///                                whole epochs only, without --max-steps)
@@ -27,7 +28,7 @@ namespace lockstep {
 
 /// The fault lab's flags.
 struct FaultFlags {
-  std::string fault = "none";  ///< none, freeze, skip-backward, uneven, seed or unused-parameter
+  std::string fault = "none";  ///< none, freeze, kill, skip-backward, uneven, seed or unused-parameter
   int rank = 1;                ///< the rank that misbehaves
   int64_t step = 3;            ///< the step of each epoch, from 1, at which it does
 };
@@ -51,7 +52,7 @@ class FaultLab {
   std::shared_ptr<Module> model(std::shared_ptr<Module> model) const;
   /// Called before step `step` of an epoch (from 1). Returns true if this rank has run out of
   /// batches there (--fault uneven). With --fault freeze the faulty rank stops itself here
-  /// (SIGSTOP) and goes on only if sent SIGCONT.
+  /// (SIGSTOP) and goes on only if sent SIGCONT; with --fault kill it dies (SIGKILL).
   bool runs_out_before(int64_t step) const;
   /// Whether this rank skips backward at step `step` of an epoch (--fault skip-backward).
   bool skips_backward(int64_t step) const;

@@ -22,6 +22,7 @@ if(LOCKSTEP_MPI)
   # on the thread count), and the two-node run does not put each node's default of all cores on
   # the same cores twice.
   lockstep_multinode_test(multinode_chapter4_two_nodes chapter4 --device cpu --max-steps 20 --threads 1)
+  lockstep_multinode_test(multinode_chapter6_two_nodes chapter6 --device cpu --max-steps 10 --threads 1)
 
   # tests/bench/ring_cost_model.sh's measurement of the link: raw MPI_Allreduce times by size.
   add_executable(ring_cost_model ${CMAKE_SOURCE_DIR}/tests/bench/ring_cost_model.cpp)

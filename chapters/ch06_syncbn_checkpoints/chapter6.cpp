@@ -1,0 +1,283 @@
+// Chapter 6: SyncBatchNorm, checkpoints that resume bit-exactly, and gradient accumulation —
+// chapter 4's DistributedDataParallel training of a ResNet with BatchNorm, whose statistics can
+// be computed over every rank's images at once; a checkpoint written by rank 0 alone, read back
+// by every rank, from which a new job resumes exactly where the old one stopped; and K
+// micro-batches per optimiser step with one all-reduce.
+// Run: make chapter6 && mpirun -n 2 ./chapter6
+#include <cstdio>
+#include <memory>
+
+#include "common/device_choice.h"
+#include "common/distributed_evaluation.h"
+#include "common/distributed_run.h"
+#include "common/fault_lab.h"
+#include "common/named_datasets.h"
+#include "common/program.h"
+#include "common/settings_agreement.h"
+#include "common/training_loss.h"
+#include "lockstep.h"
+#include "util/timer.h"
+
+using namespace lockstep;
+
+namespace {
+
+struct Options {
+  std::string model = "resnet";
+  std::string dataset = "fashion-mnist";
+  std::string norm = "sync";
+  std::string optimizer = "sgd";
+  std::string device = "auto";
+  std::string backend = "auto";
+  int epochs = 1;
+  int64_t max_steps = 0;
+  int64_t batch_size = 32;
+  int64_t accumulate = 1;
+  double lr = 0.05;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int threads = 0;
+  int64_t save_every = 0;
+  std::string checkpoint = "chapter6-checkpoint.safetensors";
+  std::string resume;
+  CollectiveFlags collective;
+  FaultFlags fault;
+  std::string data;
+};
+
+// The model by name; the ResNet takes the dataset's channels (1 for Fashion-MNIST, 3 for
+// CIFAR-10), the others are chapter 2's Fashion-MNIST models.
+std::shared_ptr<Module> build_model(const Options& o) {
+  if (o.model == "resnet") return std::make_shared<ResNet>(o.dataset == "cifar10" ? 3 : 1);
+  check_model_fits_dataset(o.model, o.dataset);
+  return make_model(o.model);
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const Options& o, const std::vector<Tensor>& params) {
+  if (o.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions(o.lr));
+  return std::make_unique<SGD>(params, SGDOptions(o.lr).momentum(o.momentum));
+}
+
+// Every rank reads the checkpoint rank 0 just wrote back onto its own device and compares it,
+// tensor by tensor, with its own model: the answer to "are the models saved by rank 0 and rank
+// 1 the same?", from every rank's side.
+void compare_with_checkpoint(const std::string& path, Module& model, Device device, int64_t step) {
+  const StateDict saved = load_safetensors(path);
+  size_t compared = 0;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    for (const auto& [key, value] : saved) {
+      if (key != "model." + name) continue;
+      LOCKSTEP_CHECK(tensor_checksum(value.to(device)) == tensor_checksum(tensor), "the checkpoint's \"", name,
+                     "\" differs from this rank's model");
+      ++compared;
+    }
+  }
+  log_rank("checkpoint of step " + std::to_string(step) + " read back: its " + std::to_string(compared) +
+           " model tensors are bitwise this rank's");
+}
+
+// The first BatchNorm layer's running mean, channels 0-3: after one training forward it is
+// 0.1 x the batch mean that layer normalised with (momentum 0.1, from zeros).
+std::string first_running_mean(Module& model) {
+  for (const auto& [name, buffer] : model.named_buffers()) {
+    if (name.size() < 12 || name.compare(name.size() - 12, 12, "running_mean") != 0) continue;
+    const std::vector<double> values = buffer.to(Device::cpu()).to(DType::f64).to_vector<double>();
+    char line[160];
+    std::snprintf(line, sizeof line, "%s[0:4] = %.5f %.5f %.5f %.5f", name.c_str(), values[0], values[1], values[2],
+                  values[3]);
+    return line;
+  }
+  return "no BatchNorm layer";
+}
+
+int run(const Options& o) {
+  // 1. Chapter 4's start: ranks, threads, device, process group, shared settings.
+  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
+  const Device device = started.choice.device;
+  ProcessGroup& group = *started.group;
+  const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
+  check_ranks_agree(group, device,
+                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--norm", o.norm),
+                     shared("--optimizer", o.optimizer), shared("--epochs", o.epochs),
+                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size),
+                     shared("--accumulate", o.accumulate), shared("--lr", o.lr), shared("--momentum", o.momentum),
+                     shared("--seed", faults.seed(o.seed)), shared("--save-every", o.save_every),
+                     shared("--checkpoint", o.checkpoint), shared("--resume", o.resume)});
+  if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
+  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
+                                    shared("--data (test images)", data.test->size())});
+
+  //! [convert]
+  // 2. The model. With --norm sync every BatchNorm2d becomes a SyncBatchNorm: in training, its
+  //    statistics are those of every rank's images together (one all-gather per layer in
+  //    forward, one all-reduce in backward), as if one process saw the whole batch.
+  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
+  std::shared_ptr<Module> model = faults.model(build_model(o));
+  if (o.norm == "sync") model = convert_sync_batchnorm(model);
+  model->to(device);
+  //! [convert]
+  const std::unique_ptr<Optimizer> optimizer = build_optimizer(o, model->parameters());
+  auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
+                                                      DistributedSamplerOptions().seed(o.seed));
+  //! [state]
+  // 3. What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
+  //    optimiser's state, the sampler's seed and position, every rank's random state.
+  TrainingState state;
+  state.model = model.get();
+  state.optimizer = optimizer.get();
+  state.sampler = sampler.get();
+  state.batch_size = o.batch_size;
+  //! [state]
+  int64_t step = 0, first_epoch = 0;
+  if (!o.resume.empty()) {
+    //! [resume]
+    // 4. Resume: every rank reads the file onto its own device (map_location) before DDP
+    //    wraps the model, as PyTorch's recipe does; the sampler continues mid-epoch.
+    const ResumeInfo info = load_checkpoint(o.resume, state, device, group.rank(), group.size());
+    //! [resume]
+    step = info.global_step;
+    first_epoch = info.epoch;
+    print_rank0("resumed from " + o.resume + ": epoch " + std::to_string(info.epoch + 1) + ", " +
+                std::to_string(info.step_in_epoch) + " micro-batch(es) of it done, step " +
+                std::to_string(info.global_step) + (info.bit_exact ? " (bit-exact)" : ""));
+    for (const std::string& note : info.notes) print_rank0("  note: " + note);
+  }
+  auto ddp = std::make_shared<DistributedDataParallel>(model);
+  DataLoader loader(data.train, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  print_rank0("model: " + o.model + " with " + (o.norm == "sync" ? "SyncBatchNorm" : "BatchNorm2d") + ", " +
+              std::to_string(o.batch_size) + " images per rank per micro-batch, " + std::to_string(o.accumulate) +
+              " micro-batch(es) per step: " + std::to_string(o.batch_size * o.accumulate * group.size()) +
+              " images per optimiser step");
+
+  int64_t samples = 0, quiet_backwards = 0;
+  double train_seconds = 0.0;
+  Tensor loss;
+  Evaluation result;
+  int epoch = static_cast<int>(first_epoch);
+  bool printed_statistics = false;
+  uint64_t final_checksum = 0;
+  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+    sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position
+    // Micro-batches of this epoch done: those before a resume, then this run's.
+    int64_t done_in_epoch = sampler->start_position() / (o.batch_size * group.size());
+    ++epoch;
+    ddp->train();
+    Timer timer;
+    int64_t micro = 0;  // micro-batches of the current step so far
+    for (const Batch& batch : loader) {
+      if (faults.runs_out_before(done_in_epoch + 1)) break;  // --fault kill, freeze, uneven
+      const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
+      const Tensor targets = batch.targets.to(device, true);  // targets: (B)
+      //! [accumulate]
+      // 3. K micro-batches per step: the first K-1 backward passes inside no_sync() only add
+      //    to param.grad() on each rank; the K-th averages the sum across ranks, once.
+      const bool last_micro = ++micro == o.accumulate;
+      if (micro == 1) optimizer->zero_grad();
+      if (!last_micro) {
+        auto no_sync = ddp->no_sync();
+        loss = cross_entropy((*ddp)(inputs), targets);
+        (loss / static_cast<double>(o.accumulate)).backward();  // local: no all-reduce
+        ++quiet_backwards;
+      } else {
+        loss = cross_entropy((*ddp)(inputs), targets);
+        (loss / static_cast<double>(o.accumulate)).backward();  // the one all-reduce of the step
+        optimizer->step();
+        micro = 0;
+        ++step;
+      }
+      //! [accumulate]
+      ++done_in_epoch;
+      samples += targets.numel();
+      if (!printed_statistics) {
+        // The statistics each rank's first forward normalised with: its own batch's with
+        // BatchNorm2d, every rank's together with SyncBatchNorm.
+        log_rank("after this run's first forward, " + first_running_mean(ddp->module()));
+        printed_statistics = true;
+      }
+      if (micro == 0 && o.save_every > 0 && step % o.save_every == 0) {
+        //! [save]
+        // 5. Save on rank 0 (every rank holds the same model and optimiser state), after
+        //    gathering every rank's random state; then a barrier, so that no rank reads the
+        //    file before it is complete, and every rank compares it with its own model.
+        state.epoch = epoch - 1;
+        state.step_in_epoch = done_in_epoch;
+        state.global_step = step;
+        state.default_generator_states = all_gather_generator_states(cpu_process_group());
+        save_checkpoint(o.checkpoint, state, group.rank(), group.size());
+        group.barrier();
+        compare_with_checkpoint(o.checkpoint, *model, device, step);
+        //! [save]
+      }
+      if (micro == 0 && o.max_steps > 0 && step >= o.max_steps) break;
+    }
+    loss.item();  // wait for the device, so the time is the work's
+    train_seconds += timer.seconds();
+    check_training_loss(loss.item(), 1, step, epoch);
+
+    ddp->sync_buffers();
+    const InSyncReport sync = check_in_sync(ddp->module(), group);
+    LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
+    result = evaluate(ddp->module(), data.test, group, device);
+    char line[200];
+    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images", epoch,
+                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count);
+    log_rank(line);
+    final_checksum = sync.checksum;
+  }
+
+  const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
+  const int64_t saved = quiet_backwards * static_cast<int64_t>(ddp->buckets().size());
+  print_rank0("accumulation: " + std::to_string(quiet_backwards) + " backward pass(es) inside no_sync() saved " +
+              std::to_string(saved) + " bucket all-reduce(s)");
+  print_rank0(ResultLine(6).add("model", o.model).add("norm", o.norm).add("device", device.is_cuda() ? "cuda" : "cpu")
+                  .add("world", group.size()).add("epochs", epoch).add("steps", step).add("batch", o.batch_size)
+                  .add("accumulate", o.accumulate).add("samples_per_s", speed.samples_per_s)
+                  .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
+                  .add("saved_allreduces", saved).add("checksum", checksum_hex(final_checksum))
+                  .add("backend", group.backend_name()).str());
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Chapter 6: SyncBatchNorm, resumable checkpoints and gradient accumulation under DDP "
+               "(run with mpirun -n N)",
+               "chapter6");
+  Options o;
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", o.model, "resnet (BatchNorm; Fashion-MNIST or CIFAR-10), cnn or mlp (Fashion-MNIST)")
+      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
+  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  app.add_option("--norm", o.norm, "sync (SyncBatchNorm: statistics over all ranks) or batch (each rank its own)")
+      ->check(CLI::IsMember({"sync", "batch"}));
+  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adam")->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
+                                       "rank, else cpu), cpu or cuda (each rank the GPU of its local rank)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
+  app.add_option("--max-steps", o.max_steps, "stop after this many optimiser steps in all (0: no limit)")
+      ->check(non_negative_number());
+  app.add_option("--batch-size", o.batch_size, "images per rank per micro-batch")->check(positive_number());
+  app.add_option("--accumulate", o.accumulate, "micro-batches per optimiser step (K-1 of them inside no_sync())")
+      ->check(positive_number());
+  app.add_option("--lr", o.lr, "learning rate")->check(positive_number());
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
+      ->check(non_negative_number());
+  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
+      ->check(thread_count());
+  app.add_option("--save-every", o.save_every, "rank 0 writes a checkpoint every N optimiser steps (0: never)")
+      ->check(non_negative_number());
+  app.add_option("--checkpoint", o.checkpoint, "the checkpoint file --save-every writes");
+  app.add_option("--resume", o.resume, "go on from this checkpoint: model, optimiser, position, random state");
+  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
+                                   "data/, /usr/share/datasets/fashion-mnist)");
+  add_collective_flags(app, o.collective);
+  add_fault_flags(app, o.fault);
+  return run_program(app, argc, argv, [&] { return run(o); });
+}

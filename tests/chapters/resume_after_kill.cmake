@@ -1,0 +1,40 @@
+# Chapter 6's promise: a job killed mid-run and resumed from its last checkpoint ends with the
+# weights of a job that was never interrupted. Runs, with MPIRUN "-n 2" and PROGRAM chapter6:
+#   1. the whole run (STEPS steps, a checkpoint every EVERY steps): checksum A;
+#   2. the same run with rank 1 killed (SIGKILL) before step KILL_AT: must fail;
+#   3. a new job resuming from the checkpoint of step 2: checksum B.
+# A == B, bitwise. The checkpoint of run 2 must have survived the kill intact.
+#   cmake -DMPIRUN=... -DPROGRAM=... -DDIR=... -DSTEPS=16 -DEVERY=8 -DKILL_AT=12 -P resume_after_kill.cmake
+set(common --device cpu --threads 1 --max-steps ${STEPS} --save-every ${EVERY})
+function(run_job label expect_success out_var)
+  execute_process(COMMAND ${MPIRUN} -n 2 ${PROGRAM} ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT 240)
+  message("--- ${label} (status ${status})\n${out}${err}")
+  if(expect_success AND NOT status EQUAL 0)
+    message(FATAL_ERROR "${label}: the job failed")
+  elseif(NOT expect_success AND status EQUAL 0)
+    message(FATAL_ERROR "${label}: the job succeeded although rank 1 was killed")
+  endif()
+  set(${out_var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+function(checksum_of text out_var)
+  if(NOT text MATCHES "RESULT chapter=6 [^\n]* checksum=([0-9a-f]+)")
+    message(FATAL_ERROR "no RESULT line with a checksum")
+  endif()
+  set(${out_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()
+
+file(REMOVE ${DIR}/whole.safetensors ${DIR}/killed.safetensors)
+run_job("the whole run" TRUE whole ${common} --checkpoint ${DIR}/whole.safetensors)
+checksum_of("${whole}" want)
+run_job("killed at step ${KILL_AT}" FALSE killed ${common} --checkpoint ${DIR}/killed.safetensors
+        --fault kill --fault-step ${KILL_AT})
+run_job("resumed" TRUE resumed ${common} --checkpoint ${DIR}/killed.safetensors --resume ${DIR}/killed.safetensors)
+if(NOT resumed MATCHES "resumed from [^\n]*: epoch 1, ${EVERY} micro-batch.es. of it done, step ${EVERY} .bit-exact.")
+  message(FATAL_ERROR "the resumed job did not report resuming bit-exactly at step ${EVERY}")
+endif()
+checksum_of("${resumed}" got)
+message("whole run: checksum ${want}; killed and resumed: checksum ${got}")
+if(NOT want STREQUAL got)
+  message(FATAL_ERROR "the resumed run ended with other weights than the whole run")
+endif()
