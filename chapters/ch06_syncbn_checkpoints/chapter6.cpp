@@ -14,6 +14,7 @@
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/settings_agreement.h"
+#include "common/step_metrics.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
@@ -40,6 +41,7 @@ struct Options {
   int64_t save_every = 0;
   std::string checkpoint = "chapter6-checkpoint.safetensors";
   std::string resume;
+  std::string metrics;
   CollectiveFlags collective;
   FaultFlags fault;
   std::string data;
@@ -104,6 +106,7 @@ int run(const Options& o) {
                      shared("--seed", faults.seed(o.seed)), shared("--save-every", o.save_every),
                      shared("--checkpoint", o.checkpoint), shared("--resume", o.resume)});
   if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
+  StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's optimiser steps
   const TrainTestSets data = load_train_test(o.dataset, o.data);
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
                                     shared("--data (test images)", data.test->size())});
@@ -185,6 +188,7 @@ int run(const Options& o) {
         optimizer->step();
         micro = 0;
         ++step;
+        metrics.record(step, epoch, loss, timer);
       }
       //! [accumulate]
       ++done_in_epoch;
@@ -277,6 +281,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", o.resume, "go on from this checkpoint: model, optimiser, position, random state");
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
+  add_metrics_flag(app, o.metrics);
   add_collective_flags(app, o.collective);
   add_fault_flags(app, o.fault);
   return run_program(app, argc, argv, [&] { return run(o); });
