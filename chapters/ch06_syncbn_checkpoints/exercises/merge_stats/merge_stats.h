@@ -11,9 +11,9 @@ namespace exercise {
 /// count) of its `count` values. A rank with count 0 has no values, and its mean and var mean
 /// nothing (they may be 0/0 = NaN).
 struct ChannelStats {
-  double mean = 0.0;
-  double var = 0.0;  // biased: the sum of (x - mean)^2 over count
-  int64_t count = 0;
+  double mean = 0.0;  ///< the mean of the values
+  double var = 0.0;   ///< the biased variance: the sum of (x - mean)^2, divided by count
+  int64_t count = 0;  ///< how many values
 };
 
 /// The statistics of the union of all the ranks' values: its mean, its biased variance and its
