@@ -21,7 +21,8 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp $(CHAPTERS)
+.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp \
+  sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
 
@@ -38,11 +39,15 @@ help:
 	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
+	@echo "make sanitize   unit, MPI, chapter and fuzz-replay tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make tsan       DataLoader, trace, DataParallel and MPI tests under ThreadSanitizer (build-tsan/; Clang)"
+	@echo "make fuzz       replay past crashes, then run each libFuzzer target for FUZZ_SECONDS (60) (build-fuzz/; Clang)"
 	@echo "make clean      remove build/ and the copied chapter programs"
 
-# Installs only what is missing. As root it runs apt-get; otherwise it prints the one command.
-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+# Installs only what is missing of the packages $(1). As root it runs apt-get; otherwise it
+# prints the one command.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -55,6 +60,10 @@ deps:
 	  echo "  apt-get update && apt-get install -y$$missing"; \
 	  exit 1; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEBIAN_PACKAGES))
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
@@ -180,3 +189,26 @@ figures: configure mpirun-as-root
 	$(BUILD_DIR)/chapter5 --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
 	  --metrics $(FIGURE_RUNS)/ch5-f16.csv > $(FIGURE_RUNS)/ch5-f16.log
 	$(FIGURE_PYTHON)/loss_scale.py $(FIGURE_RUNS)/ch5-f16.csv chapters/ch05_mixed_precision/figures/loss_scale.svg 300
+
+# Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), each in a build folder of its own,
+# CPU only. make sanitize builds with GCC, whose sanitizer runtimes come with g++. libFuzzer
+# needs Clang, and so does ThreadSanitizer, with LLVM's OpenMP runtime: GCC's libgomp is not
+# instrumented, so every parallel loop would look like a race. Those packages are installed by
+# these targets only, never by make test.
+SANITIZER_PACKAGES := clang libclang-rt-dev libomp-dev
+ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+sanitizer-deps:
+	$(call install_missing,$(SANITIZER_PACKAGES))
+
+# TESTS=regex runs only the tests it matches (ctest -R).
+sanitize: deps
+	@TESTS='$(TESTS)' tools/sanitize.sh asan $(ASAN_BUILD_DIR)
+
+tsan: deps sanitizer-deps
+	@TESTS='$(TESTS)' tools/sanitize.sh tsan $(TSAN_BUILD_DIR)
+
+fuzz: deps sanitizer-deps
+	@tools/fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)

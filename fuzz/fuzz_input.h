@@ -1,0 +1,23 @@
+// What the fuzz targets share: the readers under test take file names, so each input is written
+// to a file of its own first, in a folder private to this process; and a failed property stops
+// the process (abort) with a message, which libFuzzer and the replay driver report as a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lockstep::fuzz {
+
+/// A folder private to this process, made on first use (under /dev/shm where it exists, so
+/// that writing each input costs no disk I/O; else $TMPDIR or /tmp) and removed at exit.
+const std::string& scratch_folder();
+
+/// Writes `size` bytes at `data` to `scratch_folder()/name` (replacing it) and returns its path.
+std::string write_file(const std::string& name, const uint8_t* data, size_t size);
+
+/// Stops the process with "fuzz property failed: <what>" on stderr unless `holds`: a reader
+/// returned something its documentation rules out.
+void require(bool holds, const std::string& what);
+
+}  // namespace lockstep::fuzz

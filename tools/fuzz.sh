@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# make fuzz: builds the libFuzzer targets of fuzz/ with Clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, in a folder of its own, then for each target
+#   1. replays its seeds (fuzz/corpus/<target>/) and every crash found before
+#      (fuzz/regressions/<target>/), so a bug that came back fails at once;
+#   2. fuzzes it for SECONDS, starting from the seeds, with a limit on each input's time (a
+#      hang) and memory (a runaway allocation).
+# New interesting inputs go to BUILD_DIR/fuzz-corpus/<target>/ (the committed seeds stay as
+# they are); a crash is written to BUILD_DIR/fuzz-artifacts/<target>/ and named at the end, with
+# the command that replays it. Fix the bug, then keep the input as a regression:
+#   cp BUILD_DIR/fuzz-artifacts/<target>/crash-... fuzz/regressions/<target>/<what-it-was>
+#
+#   tools/fuzz.sh [BUILD_DIR] [SECONDS] [TARGET...]   (defaults: build-fuzz, 60, every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=${1:-build-fuzz}
+seconds=${2:-60}
+shift $(( $# < 2 ? $# : 2 ))
+targets=${*:-idx cifar10 safetensors launch}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+root=$PWD
+
+if ! command -v clang++ >/dev/null; then
+  echo "make fuzz needs Clang and its libFuzzer: apt-get install clang libclang-rt-dev libomp-dev" >&2
+  exit 1
+fi
+cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_WITH_CUDA=OFF \
+  -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_FUZZ=ON "-DLOCKSTEP_SANITIZE=address;undefined" >/dev/null
+# shellcheck disable=SC2046
+cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# The largest input each target is given: a few whole files' worth (a CIFAR-10 record is 3073
+# bytes), small enough that each run stays quick.
+max_len() {
+  case "$1" in
+    cifar10) echo 10000 ;;
+    idx|safetensors) echo 4096 ;;
+    *) echo 1024 ;;
+  esac
+}
+
+failed=""
+for target in $targets; do
+  program=$root/$build/fuzz/fuzz_$target
+  seeds=$root/fuzz/corpus/$target
+  regressions=$root/fuzz/regressions/$target
+  corpus=$root/$build/fuzz-corpus/$target
+  artifacts=$root/$build/fuzz-artifacts/$target
+  mkdir -p "$corpus" "$artifacts"
+  dict=()
+  [ -f "$root/fuzz/dicts/$target.dict" ] && dict=(-dict="$root/fuzz/dicts/$target.dict")
+
+  echo "== fuzz_$target: replaying the seeds and regressions"
+  replay=("$seeds"/*)
+  if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then replay+=("$regressions"/*); fi
+  if ! "$program" "${replay[@]}" > "$artifacts/replay.log" 2>&1; then
+    tail -n 40 "$artifacts/replay.log"
+    echo "fuzz_$target: a seed or regression input fails again (log: $artifacts/replay.log)"
+    failed="$failed $target"
+    continue
+  fi
+
+  echo "== fuzz_$target: fuzzing for ${seconds}s"
+  # -timeout: an input that takes longer is a hang; -rss_limit_mb and -malloc_limit_mb: one
+  # that needs more memory is a runaway allocation (the readers bound theirs by the file).
+  if ! "$program" "$corpus" "$seeds" "${dict[@]}" -max_total_time="$seconds" -max_len="$(max_len "$target")" \
+      -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/" > "$artifacts/fuzz.log" 2>&1; then
+    tail -n 60 "$artifacts/fuzz.log"
+    failed="$failed $target"
+  fi
+  grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done )" "$artifacts/fuzz.log" || true
+done
+
+if [ -n "$failed" ]; then
+  echo
+  echo "Fuzzing found failures in:$failed. The inputs that fail are in $build/fuzz-artifacts/<target>/;"
+  echo "replay one with: $build/fuzz/fuzz_<target> $build/fuzz-artifacts/<target>/crash-..."
+  echo "then fix the bug and keep the input as fuzz/regressions/<target>/<a name saying what it was>."
+  exit 1
+fi
+echo "Fuzzing found nothing: $targets (${seconds}s each)"

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The sanitizer suites behind `make sanitize` and `make tsan`: configures a CPU-only build with
+# the sanitizers on, in a folder of its own, builds only what the chosen tests run, and runs
+# those tests with CTest. A sanitizer's report fails the test that triggered it, naming the
+# source line (README, "Sanitizers and fuzzing").
+#
+#   tools/sanitize.sh asan [BUILD_DIR]   AddressSanitizer + UndefinedBehaviorSanitizer (GCC):
+#                                        the unit, MPI and chapter tests and the fuzz targets'
+#                                        replays (labels unit, mpi, chapter, fuzz)
+#   tools/sanitize.sh tsan [BUILD_DIR]   ThreadSanitizer (Clang with LLVM's OpenMP and its Archer
+#                                        tool): the tests of the code that runs threads, i.e. the
+#                                        DataLoader's workers, the trace's per-thread rows,
+#                                        DataParallel's replicas and the MPI process groups' worker
+#                                        threads (all MPI tests, on 2 ranks)
+#
+# TESTS=regex narrows either suite further (ctest -R), e.g. TESTS=Safetensors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+build=${2:-build-$mode}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+settings=$PWD/tools/sanitizers
+chapters=$(ls chapters/ch*/chapter*.cpp | sed 's|.*/||; s|\.cpp$||')
+fuzz_targets="fuzz_idx fuzz_cifar10 fuzz_safetensors fuzz_launch"
+
+case "$mode" in
+  asan)
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_WITH_CUDA=OFF \
+      "-DLOCKSTEP_SANITIZE=address;undefined" >/dev/null
+    targets="unit_tests mpi_tests failing_rank sampler_indices planted_bugs $chapters $fuzz_targets"
+    labels='^(unit|mpi|chapter|fuzz)$'
+    tests=${TESTS:-}
+    # Any report stops the process with a non-zero exit and a stack trace. Open MPI's own
+    # leaks are suppressed, each for a reason given in lsan.supp; Lockstep's are not.
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$settings/lsan.supp:print_suppressions=0}
+    # The processes that start MPI (the MPI tests, and chapters 4 and 5, which start it even
+    # alone) record whole stacks for each allocation, so that Open MPI's leaks can be told
+    # from Lockstep's (lsan.supp); that slow unwinding would double the other tests' time.
+    mpi_processes='^chapter[45]'
+    mpi_asan_options="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+    # Left out, to keep the suite within its time on two cores (instrumented code runs several
+    # times slower): runs that repeat code the suite already runs, only longer. The MPI tests
+    # and chapter 4 on 3 ranks are the 2-rank runs with one more rank; chapter 3's ResNet and
+    # metrics runs are its smoke test's DataParallel training with another model or output
+    # (the ResNet's layers run under the unit tests). make test still runs them all.
+    asan_skip='_3_ranks$|^chapter3_(resnet_cifar10|metrics)$'
+    ;;
+  tsan)
+    # Clang and LLVM's OpenMP runtime (libomp): GCC's libgomp is not instrumented, so every
+    # OpenMP barrier would look like no synchronisation at all and each parallel loop like a
+    # race. libomp reports its synchronisation to Archer (OMP_TOOL_LIBRARIES), which passes it on
+    # to ThreadSanitizer; OpenMP code is then checked like any other.
+    archer=$(clang++ -print-file-name=libarcher.so 2>/dev/null || true)
+    if [ ! -f "$archer" ]; then
+      archer=$(ls /usr/lib/llvm-*/lib/libarcher.so 2>/dev/null | tail -n 1 || true)
+    fi
+    if [ ! -f "$archer" ]; then
+      echo "make tsan: LLVM's libarcher.so was not found; it comes with Debian's libomp-dev (apt-get install clang libomp-dev)" >&2
+      exit 1
+    fi
+    cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_WITH_CUDA=OFF \
+      -DLOCKSTEP_SANITIZE=thread >/dev/null
+    targets="unit_tests mpi_tests planted_bugs"
+    labels='^(unit|mpi)$'
+    tests=${TESTS:-'^((DataLoader|TensorDataset|Sampler|Trace|DataParallel|Replicate|Scatter|Gather)\.|mpi_tests_2_ranks$|sanitizer_)'}
+    export OMP_TOOL_LIBRARIES=$archer
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$settings/tsan.supp}
+    ;;
+  *)
+    echo "usage: tools/sanitize.sh asan|tsan [BUILD_DIR]" >&2
+    exit 2
+    ;;
+esac
+
+# shellcheck disable=SC2086  # the target list is meant to split into words
+cmake --build "$build" -j "$jobs" --target $targets
+cd "$build"
+# One test at a time, as make test runs them (each uses every core through OpenMP).
+if [ "$mode" = tsan ] || [ -n "$tests" ]; then
+  # (A run narrowed by TESTS unwinds whole stacks everywhere: slower, but one run.)
+  if [ -n "${mpi_asan_options:-}" ]; then export ASAN_OPTIONS=$mpi_asan_options; fi
+  ctest --output-on-failure -L "$labels" ${tests:+-R "$tests"}
+  exit
+fi
+status=0
+ctest --output-on-failure -L "$labels" -LE '^mpi$' -E "$mpi_processes|$asan_skip" || status=1
+ASAN_OPTIONS=$mpi_asan_options ctest --output-on-failure -L '^mpi$' -E "$asan_skip" || status=1
+ASAN_OPTIONS=$mpi_asan_options ctest --output-on-failure -L "$labels" -LE '^mpi$' -R "$mpi_processes" -E "$asan_skip" || status=1
+exit $status
