@@ -242,6 +242,11 @@ Json parse_header(const std::string& path, const std::string& text) {
     return Json::parse(text, check_structure);
   } catch (const Json::parse_error& e) {
     throw Error(detail::concat("load_safetensors: '", path, "': the header is not valid JSON: ", e.what()));
+  } catch (const Json::exception& e) {
+    // The parser's other refusals, such as a number beyond the range of a double (1e999),
+    // which JSON's grammar allows but no double can hold.
+    throw Error(detail::concat("load_safetensors: '", path, "': the header holds JSON that cannot be read: ",
+                               e.what()));
   }
 }
 

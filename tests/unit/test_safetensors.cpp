@@ -197,6 +197,11 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
       {"long_header", safetensors_bytes("{}", "").substr(0, 8) + "{", "header length is 2 bytes but only 1"},
       {"bad_json", safetensors_bytes(R"({"a": {)", ""), "not valid JSON: [json.exception.parse_error"},
       {"not_object", safetensors_bytes("[1, 2]", ""), "must be a JSON object, got array"},
+      // Valid JSON, but a number no double holds: the parser refuses it with an exception of
+      // another kind, which once escaped as nlohmann-json's own (found by fuzz_safetensors).
+      {"number_beyond_a_double",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1e999],"data_offsets":[0,8]}})", eight),
+       "the header holds JSON that cannot be read: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
       {"unknown_dtype", safetensors_bytes(R"({"a":{"dtype":"I8","shape":[8],"data_offsets":[0,8]}})", eight),
        "dtype \"I8\", which Lockstep cannot load"},
       {"missing_field", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", eight),
