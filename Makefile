@@ -12,7 +12,8 @@ CMAKE_FLAGS ?=
 
 # Debian packages the build, the tests, the docs and the data need.
 DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-dev zlib1g-dev \
-  nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev doxygen graphviz dataset-fashion-mnist
+  nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev doxygen graphviz dataset-fashion-mnist \
+  iproute2
 
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
@@ -162,14 +163,18 @@ gpu-check:
 FIGURE_PACKAGES := python3-matplotlib
 FIGURE_RUNS := $(BUILD_DIR)/figures
 FIGURE_PYTHON := /usr/bin/python3 tools/figures
+# Chapter 6's kill-and-resume figure: 120 steps, a checkpoint every 40, rank 1 killed before
+# step 100 (the run's failure is the point: make goes on), resumed from step 80.
+CH6_RUN := --device cpu --threads 1 --max-steps 120 --save-every 40
 figures: configure mpirun-as-root
 	@missing=""; for p in $(FIGURE_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 sampler_indices
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices
 	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
-	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures
+	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures \
+	  chapters/ch06_syncbn_checkpoints/figures
 	$(FIGURE_PYTHON)/matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
 	$(BUILD_DIR)/chapter2 --device cpu --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
 	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
@@ -189,6 +194,15 @@ figures: configure mpirun-as-root
 	$(BUILD_DIR)/chapter5 --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
 	  --metrics $(FIGURE_RUNS)/ch5-f16.csv > $(FIGURE_RUNS)/ch5-f16.log
 	$(FIGURE_PYTHON)/loss_scale.py $(FIGURE_RUNS)/ch5-f16.csv chapters/ch05_mixed_precision/figures/loss_scale.svg 300
+	rm -f $(FIGURE_RUNS)/ch6-whole.safetensors $(FIGURE_RUNS)/ch6-killed.safetensors
+	mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-whole.safetensors \
+	  --metrics $(FIGURE_RUNS)/ch6-whole.csv > $(FIGURE_RUNS)/ch6-whole.log
+	-mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-killed.safetensors \
+	  --metrics $(FIGURE_RUNS)/ch6-killed.csv --fault kill --fault-step 100 > $(FIGURE_RUNS)/ch6-killed.log 2>&1
+	mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-killed.safetensors \
+	  --resume $(FIGURE_RUNS)/ch6-killed.safetensors --metrics $(FIGURE_RUNS)/ch6-resumed.csv > $(FIGURE_RUNS)/ch6-resumed.log
+	$(FIGURE_PYTHON)/resume_curve.py $(FIGURE_RUNS)/ch6-whole.csv $(FIGURE_RUNS)/ch6-killed.csv \
+	  $(FIGURE_RUNS)/ch6-resumed.csv 80 chapters/ch06_syncbn_checkpoints/figures/resume_curve.svg
 
 # Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), each in a build folder of its own,
 # CPU only. make sanitize builds with GCC, whose sanitizer runtimes come with g++. libFuzzer
