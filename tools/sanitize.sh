@@ -21,14 +21,14 @@ mode=${1:-}
 build=${2:-build-$mode}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 settings=$PWD/tools/sanitizers
-chapters=$(ls chapters/ch*/chapter*.cpp | sed 's|.*/||; s|\.cpp$||')
-fuzz_targets="fuzz_idx fuzz_cifar10 fuzz_safetensors fuzz_launch"
 
 case "$mode" in
   asan)
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_WITH_CUDA=OFF \
       "-DLOCKSTEP_SANITIZE=address;undefined" >/dev/null
-    targets="unit_tests mpi_tests failing_rank sampler_indices planted_bugs $chapters $fuzz_targets"
+    # Every program a test may start: all targets but the benchmarks, the exercises (whose
+    # tests are not in this suite), the GPU tests and the docs.
+    targets=all_test_programs
     labels='^(unit|mpi|chapter|fuzz)$'
     tests=${TESTS:-}
     # Any report stops the process with a non-zero exit and a stack trace. Open MPI's own
@@ -36,10 +36,10 @@ case "$mode" in
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$settings/lsan.supp:print_suppressions=0}
-    # The processes that start MPI (the MPI tests, and chapters 4 and 5, which start it even
+    # The processes that start MPI (the MPI tests, and chapters 4 onwards, which start it even
     # alone) record whole stacks for each allocation, so that Open MPI's leaks can be told
     # from Lockstep's (lsan.supp); that slow unwinding would double the other tests' time.
-    mpi_processes='^chapter[45]'
+    mpi_processes='^chapter([4-9]|[1-9][0-9])'
     mpi_asan_options="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
     # Left out, to keep the suite within its time on two cores (instrumented code runs several
     # times slower): runs that repeat code the suite already runs, only longer. The MPI tests
@@ -75,6 +75,10 @@ case "$mode" in
     ;;
 esac
 
+if [ "$targets" = all_test_programs ]; then
+  targets=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p' |
+    grep -vE '\.(o|i|s)$|^(all|clean|depend|edit_cache|rebuild_cache|test|install.*|docs|gpu_tests|gradient_parity|mpi_ddp_sync)$|^(bench_|exercise_|check_exercise_)')
+fi
 # shellcheck disable=SC2086  # the target list is meant to split into words
 cmake --build "$build" -j "$jobs" --target $targets
 cd "$build"
