@@ -45,8 +45,10 @@ case "$mode" in
     # times slower): runs that repeat code the suite already runs, only longer. The MPI tests
     # and chapter 4 on 3 ranks are the 2-rank runs with one more rank; chapter 3's ResNet and
     # metrics runs are its smoke test's DataParallel training with another model or output
-    # (the ResNet's layers run under the unit tests). make test still runs them all.
-    asan_skip='_3_ranks$|^chapter3_(resnet_cifar10|metrics)$'
+    # (the ResNet's layers run under the unit tests); chapter 6's resumed run and its
+    # accumulation run train chapter6_mpirun_2_ranks's model again, for longer. make test still
+    # runs them all.
+    asan_skip='_3_ranks$|^chapter3_(resnet_cifar10|metrics)$|^chapter6_(resume_after_kill|accumulation_saves_all_reduces)$'
     ;;
   tsan)
     # Clang and LLVM's OpenMP runtime (libomp): GCC's libgomp is not instrumented, so every
