@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "tensor/autograd/grad_mode.h"
@@ -79,6 +80,20 @@ std::string optimizer_state_key(size_t index, const std::string& name) {
 Shape Optimizer::state_shape(const std::string& name, const Tensor& param) const {
   (void)name;
   return param.shape();
+}
+
+void Optimizer::set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
+                                     bool apply) {
+  (void)group;
+  (void)where;
+  (void)apply;
+}
+
+std::vector<std::string> Optimizer::state_names() const {
+  std::set<std::string> names;
+  for (const auto& per_param : state_)
+    for (const auto& entry : per_param) names.insert(entry.first);
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 OptimizerStateDict Optimizer::state_dict() const {

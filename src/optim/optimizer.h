@@ -109,16 +109,24 @@ class Optimizer {
 
   /// The optimiser's name, as error messages and state_dict() use it.
   const std::string& name() const { return name_; }
+  // The three hooks below make an optimiser's state_dict complete. Their defaults let an
+  // optimiser written outside the library (the exercise's NesterovSGD, say) save and load the
+  // learning rate and the state its steps created, with no code of its own; SGD and Adam
+  // override all three.
   /// The subclass's hyper-parameters besides "lr", under PyTorch's names, for state_dict().
-  virtual std::map<std::string, HyperParameter> hyper_parameters() const = 0;
+  /// Default: none.
+  virtual std::map<std::string, HyperParameter> hyper_parameters() const { return {}; }
   /// Checks `group` (every name hyper_parameters() returns must be there, of its type, with a
   /// value the constructor accepts; `where` starts the messages) and, when `apply`, sets the
   /// subclass's hyper-parameters from it. Called twice by load_state_dict: check, then apply.
+  /// Default: nothing to check or set.
   virtual void set_hyper_parameters(const std::map<std::string, HyperParameter>& group, const std::string& where,
-                                    bool apply) = 0;
+                                    bool apply);
   /// The state names a parameter of this optimiser keeps, all of them present or none: SGD's
-  /// "momentum_buffer", Adam's "step", "exp_avg" and "exp_avg_sq".
-  virtual std::vector<std::string> state_names() const = 0;
+  /// "momentum_buffer", Adam's "step", "exp_avg" and "exp_avg_sq". Default: the names the steps
+  /// taken so far created, in name order (so a fresh optimiser of that kind loads no state
+  /// until it overrides this).
+  virtual std::vector<std::string> state_names() const;
   /// The shape state `name` of parameter `param` must have: the parameter's, or {} for a step
   /// count. Defaults to the parameter's.
   virtual Shape state_shape(const std::string& name, const Tensor& param) const;
