@@ -24,21 +24,18 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  std::string device = "auto";
-  std::string backend = "auto";
   int epochs = 2;
   int64_t max_steps = 0;
   int64_t batch_size = 64;
   double lr = 0.05;
   double momentum = 0.9;
   uint64_t seed = 0;
-  int threads = 0;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool no_set_epoch = false;
   bool find_unused_parameters = false;
   bool join = false;
-  CollectiveFlags collective;
+  RankFlags rank;
   FaultFlags fault;
   std::string data;
   std::string save;
@@ -49,7 +46,7 @@ struct Options {
 int run(const Options& o) {
   // 1-2. Who are we, on which device, in which process group (chapters/common/distributed_run.cpp
   //      has the steps): mpirun started this program world_size times.
-  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
+  const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   // The fault lab (--fault) makes one rank misbehave on purpose; see "Questions users ask".
@@ -230,11 +227,6 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
       ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
-                                       "rank, else cpu), cpu or cuda (each rank the GPU of its local rank)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
       ->check(non_negative_number());
@@ -243,15 +235,13 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
-  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
-      ->check(thread_count());
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(positive_number());
   app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(positive_number());
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
   app.add_flag("--find-unused-parameters", o.find_unused_parameters,
                "let DDP average parameters that got no gradient (DistributedDataParallelOptions::find_unused_parameters)");
   app.add_flag("--join", o.join, "a rank that runs out of batches shadows the others' collectives (Join)");
-  add_collective_flags(app, o.collective);
+  add_rank_flags(app, o.rank);
   add_fault_flags(app, o.fault);
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");

@@ -24,8 +24,6 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  std::string device = "auto";
-  std::string backend = "auto";
   std::string amp = "auto";
   std::string scaler = "auto";
   std::string comm_hook = "none";
@@ -35,12 +33,11 @@ struct Options {
   double lr = 0.05;
   double momentum = 0.9;
   uint64_t seed = 0;
-  int threads = 0;
   double init_scale = 65536.0;
   int64_t growth_interval = 2000;
   int64_t inf_at_step = 0;
   int inf_on_rank = 0;
-  CollectiveFlags collective;
+  RankFlags rank;
   std::string data;
   std::string metrics;
 };
@@ -87,7 +84,7 @@ CommHook parse_comm_hook(const std::string& name) {
 
 int run(const Options& o) {
   // 1. Chapter 4's start: ranks, threads, device, process group.
-  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
+  const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   check_ranks_agree(group, device,
@@ -229,11 +226,6 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
       ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
   app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
-  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
-                                       "rank, else cpu), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--amp", o.amp, "autocast dtype: auto (bf16 on the CPU, f16 on CUDA), bf16, f16, or off (f32)")
       ->check(CLI::IsMember({"auto", "bf16", "f16", "off"}));
   app.add_option("--scaler", o.scaler, "loss scaling (GradScaler): auto (on for f16), on or off")
@@ -249,8 +241,6 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
-  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
-      ->check(thread_count());
   app.add_option("--init-scale", o.init_scale, "the GradScaler's first scale")->check(positive_number());
   app.add_option("--growth-interval", o.growth_interval, "clean steps in a row before the scale doubles")
       ->check(positive_number());
@@ -261,7 +251,7 @@ int main(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
-  add_collective_flags(app, o.collective);
+  add_rank_flags(app, o.rank);
   add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });
 }

@@ -28,8 +28,6 @@ struct Options {
   std::string dataset = "fashion-mnist";
   std::string norm = "sync";
   std::string optimizer = "sgd";
-  std::string device = "auto";
-  std::string backend = "auto";
   int epochs = 1;
   int64_t max_steps = 0;
   int64_t batch_size = 32;
@@ -37,12 +35,11 @@ struct Options {
   double lr = 0.05;
   double momentum = 0.9;
   uint64_t seed = 0;
-  int threads = 0;
   int64_t save_every = 0;
   std::string checkpoint = "chapter6-checkpoint.safetensors";
   std::string resume;
   std::string metrics;
-  CollectiveFlags collective;
+  RankFlags rank;
   FaultFlags fault;
   std::string data;
 };
@@ -94,7 +91,7 @@ std::string first_running_mean(Module& model) {
 
 int run(const Options& o) {
   // 1. Chapter 4's start: ranks, threads, device, process group, shared settings.
-  const DistributedRank started = start_rank(o.device, o.backend, o.threads, o.collective);
+  const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
@@ -258,11 +255,6 @@ int main(int argc, char** argv) {
   app.add_option("--norm", o.norm, "sync (SyncBatchNorm: statistics over all ranks) or batch (each rank its own)")
       ->check(CLI::IsMember({"sync", "batch"}));
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adam")->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--device", o.device, "auto (each rank the GPU of its local rank when this machine has one per "
-                                       "rank, else cpu), cpu or cuda (each rank the GPU of its local rank)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--backend", o.backend, "auto (NCCL when every rank has its own GPU, else MPI), mpi or nccl")
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many optimiser steps in all (0: no limit)")
       ->check(non_negative_number());
@@ -273,8 +265,6 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
   app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
-  app.add_option("--threads", o.threads, "CPU threads per rank (default: this machine's cores / its ranks)")
-      ->check(thread_count());
   app.add_option("--save-every", o.save_every, "rank 0 writes a checkpoint every N optimiser steps (0: never)")
       ->check(non_negative_number());
   app.add_option("--checkpoint", o.checkpoint, "the checkpoint file --save-every writes");
@@ -282,7 +272,7 @@ int main(int argc, char** argv) {
   app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
                                    "data/, /usr/share/datasets/fashion-mnist)");
   add_metrics_flag(app, o.metrics);
-  add_collective_flags(app, o.collective);
+  add_rank_flags(app, o.rank);
   add_fault_flags(app, o.fault);
   return run_program(app, argc, argv, [&] { return run(o); });
 }

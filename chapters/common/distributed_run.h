@@ -24,25 +24,28 @@ struct DistributedRank {
   ProcessGroup* group;   ///< the default process group, which destroy_process_group() ends
 };
 
-/// The process group's safety flags: --collective-timeout SECONDS (the watchdog's deadline) and
-/// --distributed-debug off|detail (compare every collective's fingerprint first). Unset, they
-/// leave the choice to $LOCKSTEP_COLLECTIVE_TIMEOUT and $LOCKSTEP_DISTRIBUTED_DEBUG.
-struct CollectiveFlags {
-  std::optional<double> timeout;  ///< --collective-timeout
-  std::string debug;              ///< --distributed-debug: "off", "detail" or "" (not given)
+/// The flags every distributed chapter shares about its ranks: --device, --backend, --threads,
+/// and the process group's safety settings --collective-timeout SECONDS (the watchdog's
+/// deadline) and --distributed-debug off|detail (compare every collective's fingerprint first),
+/// which, unset, leave the choice to $LOCKSTEP_COLLECTIVE_TIMEOUT and $LOCKSTEP_DISTRIBUTED_DEBUG.
+struct RankFlags {
+  std::string device = "auto";               ///< --device: auto, cpu or cuda
+  std::string backend = "auto";              ///< --backend: auto, mpi or nccl
+  int threads = 0;                           ///< --threads: 0 shares the machine's cores
+  std::optional<double> collective_timeout;  ///< --collective-timeout
+  std::string distributed_debug;             ///< --distributed-debug: "off", "detail" or "" (not given)
   /// The ProcessGroupOptions the flags ask for.
   ProcessGroupOptions options() const;
 };
 
-/// Adds --collective-timeout and --distributed-debug to `app`.
-void add_collective_flags(CLI::App& app, CollectiveFlags& flags);
+/// Adds the RankFlags' five flags to `app`.
+void add_rank_flags(CLI::App& app, RankFlags& flags);
 
 /// Starts this rank of a job launched by mpirun (or alone): shares the machine's cores among its
-/// ranks unless `threads` > 0, resolves `--device` (auto, cpu, cuda) and `--backend` (auto, mpi,
-/// nccl), makes a GPU current, initialises the process group with `collective`'s settings, and
-/// prints who started the job.
-DistributedRank start_rank(const std::string& device, const std::string& backend, int threads,
-                           const CollectiveFlags& collective);
+/// ranks unless `--threads` > 0, resolves `--device` (auto, cpu, cuda) and `--backend` (auto,
+/// mpi, nccl), makes a GPU current, initialises the process group with the flags' safety
+/// settings, and prints who started the job.
+DistributedRank start_rank(const RankFlags& flags);
 
 /// Every rank's samples over the slowest rank's seconds, and the mean over ranks of the last
 /// loss: all-reduced over `group`, so every rank gets the same numbers.
