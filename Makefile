@@ -219,10 +219,10 @@ sanitizer-deps:
 
 # TESTS=regex runs only the tests it matches (ctest -R).
 sanitize: deps
-	@TESTS='$(TESTS)' tools/sanitize.sh asan $(ASAN_BUILD_DIR)
+	@TESTS='$(value TESTS)' tools/sanitize.sh asan $(ASAN_BUILD_DIR)
 
 tsan: deps sanitizer-deps
-	@TESTS='$(TESTS)' tools/sanitize.sh tsan $(TSAN_BUILD_DIR)
+	@TESTS='$(value TESTS)' tools/sanitize.sh tsan $(TSAN_BUILD_DIR)
 
 fuzz: deps sanitizer-deps
 	@tools/fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
