@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -61,27 +60,43 @@ std::optional<int> slurm_tasks_on_this_node(const std::function<const char*(cons
   if (list == nullptr) return std::nullopt;
   const int node = read_int(getenv, "SLURM_NODEID").value_or(0);
   // Runs separated by commas; a run is a count, then optionally "(xN)" for N nodes in a row.
-  static const std::regex whole(R"(\d+(\(x\d+\))?(,\d+(\(x\d+\))?)*)");
-  static const std::regex run(R"((\d+)(?:\(x(\d+)\))?)");
-  LOCKSTEP_CHECK(std::regex_match(list, whole), "launch: expected a list like \"2(x3),1\" in $", name, ", got \"",
-                 list, "\"");
-  // Counts of tasks and of nodes are at least 1, and no more than a job could have.
-  const auto positive = [&](const std::string& digits) {
-    const int value = digits.size() <= 9 ? std::stoi(digits) : 0;
-    LOCKSTEP_CHECK(value >= 1, "launch: expected counts from 1 to 999999999 in $", name, ", got \"", list, "\"");
-    return value;
+  // Read by hand, one character at a time: a list may have thousands of runs, and a regex
+  // (libstdc++'s recurses per character) would overflow the stack on it.
+  const auto malformed = [&] {
+    return Error(detail::concat("launch: expected a list like \"2(x3),1\" in $", name, ", got \"", list, "\""));
   };
-  std::stringstream runs(list);
-  std::string item;
+  // Counts of tasks and of nodes are at least 1, and no more than a job could have.
+  const auto count_at = [&](const char*& p) {
+    int64_t value = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; ++p, ++digits) {
+      if (digits < 10) value = value * 10 + (*p - '0');
+    }
+    if (digits == 0) throw malformed();
+    LOCKSTEP_CHECK(digits <= 9 && value >= 1, "launch: expected counts from 1 to 999999999 in $", name, ", got \"",
+                   list, "\"");
+    return static_cast<int>(value);
+  };
   int64_t first_node_of_run = 0;
-  while (std::getline(runs, item, ',')) {
-    std::smatch parts;
-    std::regex_match(item, parts, run);
-    const int tasks = positive(parts[1].str());
-    const int nodes = parts[2].matched ? positive(parts[2].str()) : 1;
-    if (node < first_node_of_run + nodes) return tasks;
+  std::optional<int> found;
+  for (const char* p = list;;) {
+    const int tasks = count_at(p);
+    int nodes = 1;
+    if (*p == '(') {
+      if (p[1] != 'x') throw malformed();
+      p += 2;
+      nodes = count_at(p);
+      if (*p != ')') throw malformed();
+      ++p;
+    }
+    // The whole list is checked, also past this node's run.
+    if (!found && node < first_node_of_run + nodes) found = tasks;
     first_node_of_run += nodes;
+    if (*p == '\0') break;
+    if (*p != ',') throw malformed();
+    ++p;
   }
+  if (found) return found;
   throw Error(detail::concat("launch: $SLURM_NODEID is ", node, " but $", name, " (\"", list, "\") lists only ",
                              first_node_of_run, " node(s)"));
 }

@@ -75,6 +75,18 @@ TEST(DetectLaunch, SlurmCountsTheTasksOnThisNode) {
                "launch: $SLURM_NODEID is 4 but $SLURM_TASKS_PER_NODE (\"2(x3),1\") lists only 4 node(s)");
 }
 
+// A list of many runs (found by fuzzing: a regex that recursed per character overflowed the
+// stack at a few thousand) is read like any other, and so is a malformed one of that length.
+TEST(DetectLaunch, SlurmListsOfAnyLengthAreRead) {
+  std::string runs = "1";
+  for (int i = 1; i < 200000; ++i) runs += ",1";
+  std::map<std::string, std::string> env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+                                         {"SLURM_TASKS_PER_NODE", runs + ",3"}, {"SLURM_NODEID", "200000"}};
+  EXPECT_EQ(launch_in(env).local_world_size, 3);
+  env["SLURM_TASKS_PER_NODE"] = runs + ",";
+  EXPECT_THROW(launch_in(env), Error);
+}
+
 TEST(DetectLaunch, MissingLocalValuesAreTheGlobalOnes) {
   // No per-node count (srun always sets its list; an environment made by hand may not): until
   // MPI tells, assume one node.
