@@ -194,6 +194,14 @@ step chapter5_inf_mpi_2 succeeds_printing "skipped_steps=1 final_scale=512 " \
   --inf-at-step 10 --inf-on-rank 1
 step chapter5_resnet_f16_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl "${RESNET[@]}"
 step torch_amp_cuda python3 tests/reference/chapter2_torch.py --device cuda --amp f16 "${TRAIN[@]}"
+# Chapter 6 on the GPU: SyncBatchNorm's CUDA kernels and its collectives on GPU tensors (one
+# rank over NCCL; two sharing the GPU over MPI), a checkpoint read back by every rank, and a
+# watchdog whose NCCL communicator is polled for errors.
+CH6=(--device cuda --max-steps 60 --save-every 30)
+step chapter6_nccl_1 mpirun -n 1 "$BUILD/chapter6" --backend nccl "${CH6[@]}" --checkpoint "$LOGDIR/ch6-nccl.safetensors"
+step chapter6_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi "${CH6[@]}" --checkpoint "$LOGDIR/ch6-mpi.safetensors"
+step chapter6_resume_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi --device cuda --max-steps 90 --save-every 30 \
+  --checkpoint "$LOGDIR/ch6-mpi.safetensors" --resume "$LOGDIR/ch6-mpi.safetensors"
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 step bench_gemm_16bit "$BUILD/tests/bench_cuda_gemm_16bit"
