@@ -229,8 +229,10 @@ int run(const Options& o) {
 
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
   const int64_t saved = quiet_backwards * static_cast<int64_t>(ddp->buckets().size());
-  print_rank0("accumulation: " + std::to_string(quiet_backwards) + " backward pass(es) inside no_sync() saved " +
-              std::to_string(saved) + " bucket all-reduce(s)");
+  if (o.accumulate > 1) {
+    print_rank0("accumulation: " + std::to_string(quiet_backwards) + " backward pass(es) inside no_sync() saved " +
+                std::to_string(saved) + " bucket all-reduce(s)");
+  }
   print_rank0(ResultLine(6).add("model", o.model).add("norm", o.norm).add("device", device.is_cuda() ? "cuda" : "cpu")
                   .add("world", group.size()).add("epochs", epoch).add("steps", step).add("batch", o.batch_size)
                   .add("accumulate", o.accumulate).add("samples_per_s", speed.samples_per_s)
