@@ -30,13 +30,35 @@ std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) 
   return t.defined() ? t.to_vector<double>() : std::vector<double>(static_cast<size_t>(C), fallback);
 }
 
+// Channel c's mean and biased variance over (N, S) of x: (N, C, S), in double. Two passes, the
+// mean and then squared deviations from it, avoid the cancellation that E[x^2] - E[x]^2 suffers
+// when the mean is large compared with the spread. No values: {0, 0}.
+template <class T>
+std::pair<double, double> channel_mean_var(const T* in, int64_t N, int64_t C, int64_t S, int64_t c) {
+  const double count = static_cast<double>(N * S);
+  double total = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* row = in + (n * C + c) * S;
+    for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
+  }
+  const double mu = count > 0 ? total / count : 0.0;
+  double squares = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* row = in + (n * C + c) * S;
+    for (int64_t s = 0; s < S; ++s) {
+      const double d = static_cast<double>(row[s]) - mu;
+      squares += d * d;
+    }
+  }
+  return {mu, count > 0 ? squares / count : 0.0};
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double eps) {
   const Tensor x = input.contiguous();  // x: (N, C, S)
   const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
   Tensor mean, invstd;  // (C), in the statistics dtype
-  const double count = static_cast<double>(N * S);
 
   dispatch_floating_and_16bit(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -49,23 +71,7 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double ep
     Stat* is = invstd.data_ptr<Stat>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t c = 0; c < C; ++c) {
-      // Two passes, the mean and then squared deviations from it, avoid the cancellation
-      // that E[x^2] - E[x]^2 suffers when the mean is large compared with the spread.
-      double total = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = in + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
-      }
-      const double mu = count > 0 ? total / count : 0.0;
-      double squares = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = in + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) {
-          const double d = static_cast<double>(row[s]) - mu;
-          squares += d * d;
-        }
-      }
-      const double var = count > 0 ? squares / count : 0.0;  // biased: what normalisation uses
+      const auto [mu, var] = channel_mean_var(in, N, C, S, c);  // biased: what normalisation uses
       m[c] = static_cast<Stat>(mu);
       is[c] = static_cast<Stat>(1.0 / std::sqrt(var + eps));
     }
@@ -209,23 +215,10 @@ Tensor batch_norm_local_stats_kernel(const Tensor& input) {
     const T* in = x.data_ptr<T>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t c = 0; c < C; ++c) {
-      // The same two passes as batch_norm_stats_kernel, kept in double for the merge.
-      double total = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = in + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
-      }
-      const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
-      double squares = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = in + (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) {
-          const double d = static_cast<double>(row[s]) - mu;
-          squares += d * d;
-        }
-      }
+      // The same statistics as batch_norm_stats_kernel, kept in double for the merge.
+      const auto [mu, var] = channel_mean_var(in, N, C, S, c);
       packed[static_cast<size_t>(c)] = mu;
-      packed[static_cast<size_t>(C + c)] = count > 0 ? squares / static_cast<double>(count) : 0.0;
+      packed[static_cast<size_t>(C + c)] = var;
     }
   });
   return from_vector(packed, {2 * C + 1}, x.options().dtype(DType::f64));

@@ -65,15 +65,16 @@ __device__ double block_sum(double value) {
   return total;
 }
 
-// Block c: mean[c] and invstd[c] of channel c, in two passes like cpu::batch_norm_stats_kernel (the
-// mean, then squared deviations from it, which avoids E[x^2] - E[x]^2's cancellation).
-template <class T, class P>
-__global__ void channel_stats(const T* x, ChannelLayout l, double eps, P* mean, P* invstd) {
-  const int64_t c = blockIdx.x, count = l.N * l.S;
+// Channel c's mean and biased variance, in double, summed by the whole block (block c) in two
+// passes like cpu::batch_norm_stats_kernel: the mean, then squared deviations from it, which
+// avoids E[x^2] - E[x]^2's cancellation. Every thread of the block gets the result.
+template <class T>
+__device__ void block_channel_mean_var(const T* x, ChannelLayout l, int64_t c, double& mu, double& var) {
+  const int64_t count = l.N * l.S;
   double total = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += convert<double>(x[channel_offset(j, c, l)]);
   total = block_sum(total);
-  const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
+  mu = count > 0 ? total / static_cast<double>(count) : 0.0;
 
   double squares = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
@@ -81,8 +82,16 @@ __global__ void channel_stats(const T* x, ChannelLayout l, double eps, P* mean, 
     squares += d * d;
   }
   squares = block_sum(squares);
+  var = count > 0 ? squares / static_cast<double>(count) : 0.0;
+}
+
+// Block c: mean[c] and invstd[c] of channel c (block_channel_mean_var).
+template <class T, class P>
+__global__ void channel_stats(const T* x, ChannelLayout l, double eps, P* mean, P* invstd) {
+  const int64_t c = blockIdx.x;
+  double mu = 0.0, var = 0.0;  // var: biased
+  block_channel_mean_var(x, l, c, mu, var);
   if (threadIdx.x == 0) {
-    const double var = count > 0 ? squares / static_cast<double>(count) : 0.0;  // biased
     mean[c] = static_cast<P>(mu);
     invstd[c] = static_cast<P>(1.0 / sqrt(var + eps));
   }
@@ -191,25 +200,16 @@ __global__ void backward_elements(const T* dy, const T* x, const P* coefficients
 }
 
 // Block c: SyncBatchNorm's packed row for channel c, packed[c] = mean and packed[C + c] = the
-// biased variance, in the two passes of channel_stats; block 0 also writes packed[2C] = count.
+// biased variance (block_channel_mean_var); block 0 also writes packed[2C] = count.
 template <class T>
 __global__ void channel_local_stats(const T* x, ChannelLayout l, double* packed) {
-  const int64_t c = blockIdx.x, count = l.N * l.S;
-  double total = 0.0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) total += convert<double>(x[channel_offset(j, c, l)]);
-  total = block_sum(total);
-  const double mu = count > 0 ? total / static_cast<double>(count) : 0.0;
-
-  double squares = 0.0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const double d = convert<double>(x[channel_offset(j, c, l)]) - mu;
-    squares += d * d;
-  }
-  squares = block_sum(squares);
+  const int64_t c = blockIdx.x;
+  double mu = 0.0, var = 0.0;
+  block_channel_mean_var(x, l, c, mu, var);
   if (threadIdx.x == 0) {
     packed[c] = mu;
-    packed[l.C + c] = count > 0 ? squares / static_cast<double>(count) : 0.0;
-    if (c == 0) packed[2 * l.C] = static_cast<double>(count);
+    packed[l.C + c] = var;
+    if (c == 0) packed[2 * l.C] = static_cast<double>(l.N * l.S);
   }
 }
 
