@@ -224,6 +224,17 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   }
   metadata["scaler"] = scaler.dump();
 
+  Json scheduler = nullptr;
+  if (state.scheduler != nullptr) {
+    const LRSchedulerStateDict saved = state.scheduler->state_dict();
+    scheduler = Json::object();
+    scheduler["name"] = saved.scheduler;
+    scheduler["last_epoch"] = saved.last_epoch;
+    scheduler["base_lr"] = saved.base_lr;
+    for (const auto& [key, value] : saved.hyper_parameters) scheduler[key] = value;
+  }
+  metadata["scheduler"] = scheduler.dump();
+
   Json sampler = nullptr;
   if (state.sampler != nullptr) {
     sampler = Json::object();
@@ -365,7 +376,34 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
     info.bit_exact = false;
   }
 
-  // 5. The sampler: same dataset and options, or the saved position means nothing.
+  // 5. The scheduler. Files written before schedulers have no entry: none was saved.
+  const Json scheduler = metadata.count("scheduler") == 1 ? metadata_json(path, metadata, "scheduler") : Json();
+  std::optional<LRSchedulerStateDict> scheduler_state;
+  if (state.scheduler != nullptr && scheduler.is_null()) {
+    info.notes.push_back("the checkpoint holds no learning-rate scheduler state: the scheduler starts afresh");
+    info.bit_exact = false;
+  } else if (state.scheduler == nullptr && !scheduler.is_null()) {
+    info.notes.push_back("the checkpoint's learning-rate scheduler state was not restored (no scheduler was given): "
+                         "the learning rate stays the saved one");
+    info.bit_exact = false;
+  } else if (state.scheduler != nullptr) {
+    check(scheduler.is_object() && scheduler.contains("name") && scheduler["name"].is_string() &&
+              scheduler.contains("base_lr") && scheduler["base_lr"].is_number(),
+          path, "the checkpoint's \"scheduler\" metadata is malformed; the file is damaged");
+    LRSchedulerStateDict saved;
+    saved.scheduler = scheduler["name"].get<std::string>();
+    saved.last_epoch = integer_in(path, scheduler, "scheduler", "last_epoch");
+    saved.base_lr = scheduler["base_lr"].get<double>();
+    for (const auto& [key, value] : scheduler.items()) {
+      if (key == "name" || key == "last_epoch" || key == "base_lr") continue;
+      check(value.is_number(), path, "the scheduler's setting \"", key, "\" is ", value.dump(),
+            ", not a number; the file is damaged");
+      saved.hyper_parameters[key] = value.get<double>();
+    }
+    scheduler_state = std::move(saved);
+  }
+
+  // 6. The sampler: same dataset and options, or the saved position means nothing.
   const Json sampler = metadata_json(path, metadata, "sampler");
   if (!sampler.is_null()) {
     info.sampler_seed = sampler.contains("seed") && sampler["seed"].is_number_unsigned()
@@ -390,7 +428,7 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
     }
   }
 
-  // 6. The generators: parse every state now, so that a bad one changes nothing.
+  // 7. The generators: parse every state now, so that a bad one changes nothing.
   const Json generators = metadata_json(path, metadata, "generators");
   check(generators.is_object() && generators.contains("default") && generators["default"].is_array() &&
             !generators["default"].empty() && generators.contains("named") && generators["named"].is_object(),
@@ -424,17 +462,28 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
     restored_named.emplace_back(generator, parse_generator(generators["named"][name], "'" + name + "'"));
   }
 
-  // 7. Apply: the scaler (checks its keys before changing anything), the optimiser (checks
-  // everything before changing anything; the scaler is put back if it refuses), then the rest,
-  // which can no longer fail.
+  // 8. Apply: the scheduler, the scaler and the optimiser, each of which checks everything
+  // before it changes anything (those loaded before one that refuses are put back), then the
+  // rest, which can no longer fail.
+  std::optional<LRSchedulerStateDict> scheduler_before;
+  try {
+    if (scheduler_state) {
+      scheduler_before = state.scheduler->state_dict();
+      state.scheduler->load_state_dict(*scheduler_state);
+    }
+  } catch (const Error& e) {
+    fail(path, e.what());
+  }
   try {
     if (state.scaler && !scaler_tensors.empty() && !scaler_before->empty()) state.scaler->load_state_dict(scaler_tensors);
   } catch (const Error& e) {
+    if (scheduler_before) state.scheduler->load_state_dict(*scheduler_before);
     fail(path, e.what());
   }
   try {
     if (optimizer_state) state.optimizer->load_state_dict(*optimizer_state);
   } catch (const Error& e) {
+    if (scheduler_before) state.scheduler->load_state_dict(*scheduler_before);
     if (scaler_before && !scaler_before->empty()) state.scaler->load_state_dict(*scaler_before);
     fail(path, e.what());
   }
@@ -445,7 +494,7 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
   }
   for (auto& [generator, restored] : restored_named) *generator = restored;
 
-  // 8. The position. Same world size: exactly where the saving run was. Otherwise the global
+  // 9. The position. Same world size: exactly where the saving run was. Otherwise the global
   // sample count is kept and the step count recomputed from it (see the header).
   if (saved_world != world_size) {
     const int64_t per_step = state.batch_size * world_size;

@@ -2,8 +2,9 @@
 /// Checkpoints that resume bit-exactly (chapter 6): one safetensors file holds everything a
 /// data-parallel run needs to continue as if it had never stopped — the model's parameters and
 /// buffers, the optimiser's state and hyper-parameters, the GradScaler's state, the sampler's
-/// seed and position, and the random generators' states — so that K steps, save, load, M steps
-/// give bitwise the same weights as K + M steps in one run.
+/// seed and position, the learning-rate scheduler's step count, and the random generators'
+/// states — so that K steps, save, load, M steps give bitwise the same weights as K + M steps
+/// in one run.
 ///
 /// The file (readable by PyTorch's `safetensors.torch.load_file`, see
 /// tests/reference/read_checkpoint.py):
@@ -17,7 +18,9 @@
 ///                  and JSON texts:   "training" (epoch, step_in_epoch, global_step, batch_size,
 ///                                    samples_in_epoch), "world_size", "sampler", "generators",
 ///                                    "optimizer" (name, param_group, num_params), "scaler" (its
-///                                    scalars, for reading), "model" (the fingerprint: every
+///                                    scalars, for reading), "scheduler" (name, last_epoch,
+///                                    base_lr and its settings; absent from files written before
+///                                    schedulers, read as none), "model" (the fingerprint: every
 ///                                    name, dtype and shape), "checksum" (FNV-1a 64 of the data)
 ///
 /// Saving is rank 0's job (PyTorch's save_on_master): every rank holds the same weights and
@@ -49,6 +52,7 @@
 #include "data/distributed_sampler.h"
 #include "nn/module.h"
 #include "nn/state_dict.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "tensor/tensor.h"
 
@@ -82,6 +86,9 @@ struct TrainingState {
   Module* model = nullptr;
   /// The optimiser, or null.
   Optimizer* optimizer = nullptr;
+  /// The learning-rate scheduler of `optimizer`, or null. Its step count sets the learning rate
+  /// of every later step, so a run that warms up must save it to resume bit-exactly.
+  LRScheduler* scheduler = nullptr;
   /// The GradScaler, as `stateful(scaler)`, or nothing.
   std::optional<StatefulRef> scaler;
   /// The DistributedSampler, or null: its seed, epoch, dataset size and options are saved; on
@@ -149,8 +156,10 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
 /// checksum), the temporary file of an unfinished save (`*.tmp`, refused: only a completed
 /// save renames it, so nothing vouches that it is whole; load the real file), a safetensors
 /// file that is not a Lockstep checkpoint, a newer format version, another model (the first
-/// name, shape or dtype that differs), another optimiser or a differently sized one, a sampler
-/// over another dataset, a missing named generator.
+/// name, shape or dtype that differs), another optimiser or a differently sized one, another
+/// scheduler class, a sampler over another dataset, a missing named generator. A scheduler
+/// given without one in the file (or saved and not given) is a note, not an error: the run
+/// goes on, no longer bit-exact.
 ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device map_location, int rank,
                            int world_size);
 
