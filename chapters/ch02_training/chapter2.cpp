@@ -106,7 +106,7 @@ int run(const Options& o) {
             << " test images)\n";
 
   // 2. Model and optimiser.
-  std::shared_ptr<Module> model = make_model(o.model);
+  std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   if (!o.load.empty()) model->load_state_dict(load_safetensors(o.load));
   model->to(device);
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o, model->parameters());
@@ -204,8 +204,7 @@ int main(int argc, char** argv) {
   CLI::App app("Chapter 2: training on one device (Fashion-MNIST)", "chapter2");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
-  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--device", o.device, "auto (cuda:0 when there is a GPU, else cpu), cpu, cuda or cuda:N");
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());

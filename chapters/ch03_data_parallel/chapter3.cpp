@@ -86,7 +86,7 @@ class Laps {
 StepTimes time_single_device(const Options& o, const std::shared_ptr<const Dataset>& train_set, Device device) {
   const int64_t warmup_steps = 5;
   manual_seed(o.seed);
-  std::shared_ptr<Module> model = make_model(o.model);
+  std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(device);
   SGD optimizer(model->parameters(), SGDOptions(o.lr).momentum(o.momentum));
   DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
@@ -197,7 +197,7 @@ int run(const Options& o) {
   //    optimiser gets the wrapper's parameters(), which are the model's own: the replicas'
   //    copies are made afresh every step and never seen by the optimiser.
   manual_seed(o.seed);
-  std::shared_ptr<Module> model = make_model(o.model);
+  std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(devices[0]);
   DataParallel parallel(model, devices);
   parallel.set_profiling(true);
@@ -293,9 +293,7 @@ int main(int argc, char** argv) {
   CLI::App app("Chapter 3: DataParallel, one process driving several replicas (Fashion-MNIST or CIFAR-10)", "chapter3");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
-      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
-  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--device", o.device, "auto (cuda when there is a GPU, else cpu), cpu (replicas on threads), cuda "
                                        "(one GPU per replica while there are enough, then shared) or cuda:N (every "
                                        "replica on GPU N)");

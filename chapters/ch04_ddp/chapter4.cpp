@@ -79,7 +79,7 @@ int run(const Options& o) {
   // 3. Every rank builds the model with its own seed, so the copies start different, and
   //    wrapping them in DDP copies rank 0's weights to all: check_in_sync shows both.
   manual_seed(seed + static_cast<uint64_t>(group.rank()));
-  std::shared_ptr<Module> model = faults.model(make_model(o.model));
+  std::shared_ptr<Module> model = faults.model(make_model(o.model, dataset_channels(o.dataset)));
   model->to(device);
   const InSyncReport before = check_in_sync(*model, group);
   print_rank0("before DDP: " + (before.in_sync ? std::string("in sync") : "not in sync: " + before.difference));
@@ -224,9 +224,7 @@ int main(int argc, char** argv) {
   CLI::App app("Chapter 4: DistributedDataParallel on Fashion-MNIST or CIFAR-10 (run with mpirun -n N)", "chapter4");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
-      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
-  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
   app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
       ->check(non_negative_number());

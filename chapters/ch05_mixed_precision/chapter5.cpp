@@ -110,7 +110,7 @@ int run(const Options& o) {
   // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
   //    they are the master weights; autocast casts them for each forward pass.
   manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
-  std::shared_ptr<Module> model = make_model(o.model);
+  std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(device);
   const CommHook hook = parse_comm_hook(o.comm_hook);
   auto ddp = std::make_shared<DistributedDataParallel>(model, DistributedDataParallelOptions().comm_hook(hook));
@@ -223,9 +223,7 @@ int main(int argc, char** argv) {
                "chapter5");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "mlp, cnn (Fashion-MNIST) or resnet (CIFAR-10)")
-      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
-  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--amp", o.amp, "autocast dtype: auto (bf16 on the CPU, f16 on CUDA), bf16, f16, or off (f32)")
       ->check(CLI::IsMember({"auto", "bf16", "f16", "off"}));
   app.add_option("--scaler", o.scaler, "loss scaling (GradScaler): auto (on for f16), on or off")

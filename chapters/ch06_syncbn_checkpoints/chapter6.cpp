@@ -44,12 +44,11 @@ struct Options {
   std::string data;
 };
 
-// The model by name; the ResNet takes the dataset's channels (1 for Fashion-MNIST, 3 for
-// CIFAR-10), the others are chapter 2's Fashion-MNIST models.
+// The model by name, for the dataset's channels (1 for Fashion-MNIST, 3 for CIFAR-10); the
+// mlp and cnn are chapter 2's Fashion-MNIST models.
 std::shared_ptr<Module> build_model(const Options& o) {
-  if (o.model == "resnet") return std::make_shared<ResNet>(o.dataset == "cifar10" ? 3 : 1);
   check_model_fits_dataset(o.model, o.dataset);
-  return make_model(o.model);
+  return make_model(o.model, dataset_channels(o.dataset));
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const Options& o, const std::vector<Tensor>& params) {
@@ -251,9 +250,7 @@ int main(int argc, char** argv) {
                "chapter6");
   Options o;
   app.option_defaults()->always_capture_default();
-  app.add_option("--model", o.model, "resnet (BatchNorm; Fashion-MNIST or CIFAR-10), cnn or mlp (Fashion-MNIST)")
-      ->check(CLI::IsMember({"mlp", "cnn", "resnet"}));
-  app.add_option("--dataset", o.dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
+  add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--norm", o.norm, "sync (SyncBatchNorm: statistics over all ranks) or batch (each rank its own)")
       ->check(CLI::IsMember({"sync", "batch"}));
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adam")->check(CLI::IsMember({"sgd", "adam"}));

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/cifar10.h"
 #include "data/fashion_mnist.h"
+#include "nn/models.h"
 
 namespace lockstep {
 
@@ -45,11 +46,20 @@ TrainTestSets load_train_test(const std::string& name, const std::string& data_d
   return sets;
 }
 
-void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
-  LOCKSTEP_CHECK(dataset != "cifar10" || model == "resnet", "the ", model,
-                 " model expects 1 x 28 x 28 Fashion-MNIST images: use --model resnet with --dataset cifar10");
-  LOCKSTEP_CHECK(model != "resnet" || dataset == "cifar10",
-                 "the resnet model expects 3 x 32 x 32 images: use --dataset cifar10 --data DIR");
+void add_model_and_dataset_options(CLI::App& app, std::string& model, std::string& dataset) {
+  app.add_option("--model", model, "mlp or cnn (Fashion-MNIST); resnet (a small ResNet) or resnet50 (torchvision's "
+                                   "ResNet-50), for either dataset")
+      ->check(CLI::IsMember(model_names()));
+  app.add_option("--dataset", dataset, "fashion-mnist or cifar10")->check(CLI::IsMember({"fashion-mnist", "cifar10"}));
 }
+
+void check_model_fits_dataset(const std::string& model, const std::string& dataset) {
+  const bool fashion_mnist_only = model == "mlp" || model == "cnn";
+  LOCKSTEP_CHECK(dataset != "cifar10" || !fashion_mnist_only, "the ", model,
+                 " model expects 1 x 28 x 28 Fashion-MNIST images: use --model resnet or resnet50 with --dataset "
+                 "cifar10");
+}
+
+int64_t dataset_channels(const std::string& dataset) { return dataset == "cifar10" ? 3 : 1; }
 
 }  // namespace lockstep

@@ -1,10 +1,12 @@
 /// \file
-/// The chapters' `--dataset` flag: a dataset chosen by name, its training and test sets loaded
-/// into memory, and which of the chapters' models take its images.
+/// The chapters' `--model` and `--dataset` flags: a dataset chosen by name, its training and
+/// test sets loaded into memory, and which of the chapters' models take its images.
 #pragma once
 
 #include <memory>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "data/dataset.h"
 
@@ -23,9 +25,17 @@ struct TrainTestSets {
 /// another name, a missing directory, missing files or a training set without images.
 TrainTestSets load_train_test(const std::string& name, const std::string& data_dir);
 
+/// Adds `--model` (one of make_model()'s names, into `model`) and `--dataset` (fashion-mnist or
+/// cifar10, into `dataset`) to `app`; their defaults are the values they hold.
+void add_model_and_dataset_options(CLI::App& app, std::string& model, std::string& dataset);
+
 /// Refuses, with a sentence saying which flags fit, a model that cannot take the dataset's
-/// images: make_model()'s "mlp" and "cnn" take 1 x 28 x 28 Fashion-MNIST images, its "resnet"
-/// 3 x 32 x 32 CIFAR-10 images.
+/// images: make_model()'s "mlp" and "cnn" take 1 x 28 x 28 Fashion-MNIST images only, its
+/// "resnet" and "resnet50" either dataset.
 void check_model_fits_dataset(const std::string& model, const std::string& dataset);
+
+/// The channels of the dataset's images, for make_model(model, channels): 1 for
+/// "fashion-mnist", 3 for "cifar10".
+int64_t dataset_channels(const std::string& dataset);
 
 }  // namespace lockstep

@@ -26,6 +26,15 @@ int64_t fan_in(const Tensor& tensor) {
   return fan;
 }
 
+int64_t fan_out(const Tensor& tensor) {
+  LOCKSTEP_CHECK(tensor.dim() >= 2, "fan_out: expected a weight with at least 2 dimensions (out, in, ...), got shape ",
+                 shape_str(tensor.shape()));
+  // weight: (out, in, k...) -> out * k...
+  int64_t fan = tensor.size(0);
+  for (int64_t d = 2; d < tensor.dim(); ++d) fan *= tensor.size(d);
+  return fan;
+}
+
 const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* generator) {
   LOCKSTEP_CHECK(lo <= hi, "uniform_: expected lo <= hi, got lo = ", lo, " and hi = ", hi);
   if (skipping_init) return tensor;
@@ -40,6 +49,17 @@ const Tensor& kaiming_uniform_(const Tensor& tensor, double a, Generator* genera
   const double gain = std::sqrt(2.0 / (1.0 + a * a));
   const double bound = gain * std::sqrt(3.0 / static_cast<double>(fan_in(tensor)));
   return uniform_(tensor, -bound, bound, generator);
+}
+
+const Tensor& kaiming_normal_(const Tensor& tensor, FanMode mode, Generator* generator) {
+  const int64_t fan = mode == FanMode::fan_in ? fan_in(tensor) : fan_out(tensor);
+  const double std = std::sqrt(2.0 / static_cast<double>(fan));
+  if (skipping_init) return tensor;
+  NoGradGuard no_grad;
+  // Draw in f64 on the CPU, then convert once, as uniform_ does.
+  const Tensor values = randn(tensor.shape(), TensorOptions().dtype(DType::f64), generator) * std;
+  tensor.copy_(values.to(tensor.dtype()).to(tensor.device()));
+  return tensor;
 }
 
 const Tensor& zeros_(const Tensor& tensor) {

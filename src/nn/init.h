@@ -24,6 +24,16 @@ namespace lockstep {
 /// (C_out, C_in, kH, kW)). `tensor` needs at least 2 dimensions.
 int64_t fan_in(const Tensor& tensor);
 
+/// The number of output units one input feeds: size(0) times the product of the sizes after
+/// size(1) (out_features for a Linear weight; C_out * kH * kW for a Conv2d weight). `tensor`
+/// needs at least 2 dimensions.
+int64_t fan_out(const Tensor& tensor);
+
+/// Which fan Kaiming initialisation keeps the variance for: the forward pass's (fan_in, each
+/// output sums fan_in products) or the backward pass's (fan_out, each input's gradient sums
+/// fan_out products). PyTorch's mode='fan_in' and mode='fan_out'.
+enum class FanMode { fan_in, fan_out };
+
 /// Fills `tensor` with values uniform in [lo, hi); returns it.
 const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* generator = nullptr);
 
@@ -33,6 +43,12 @@ const Tensor& uniform_(const Tensor& tensor, double lo, double hi, Generator* ge
 /// which gives the weights variance gain^2 / fan_in. Returns `tensor`.
 const Tensor& kaiming_uniform_(const Tensor& tensor, double a = 0.0, Generator* generator = nullptr);
 
+/// Kaiming (He) normal initialisation for a layer followed by a ReLU: normal with mean 0 and
+///     std = sqrt(2 / fan),   fan = fan_in(tensor) or fan_out(tensor) as `mode` says,
+/// PyTorch's kaiming_normal_(tensor, mode=..., nonlinearity="relu"), which torchvision's ResNets
+/// use with FanMode::fan_out for every convolution. Returns `tensor`.
+const Tensor& kaiming_normal_(const Tensor& tensor, FanMode mode = FanMode::fan_in, Generator* generator = nullptr);
+
 /// Fills `tensor` with zeros; returns it.
 const Tensor& zeros_(const Tensor& tensor);
 
@@ -40,7 +56,7 @@ const Tensor& zeros_(const Tensor& tensor);
 const Tensor& ones_(const Tensor& tensor);
 
 /// While one lives, the functions above that draw random numbers (uniform_, kaiming_uniform_,
-/// reset_weight_and_bias_) leave their tensor as it is and draw nothing, on the calling thread
+/// kaiming_normal_, reset_weight_and_bias_) leave their tensor as it is and draw nothing, on the calling thread
 /// (PyTorch's torch.nn.utils.skip_init does this for one module). For modules whose values are
 /// about to be overwritten, such as DataParallel's replicas: building them leaves the random
 /// numbers a training draws as they were.

@@ -2,25 +2,11 @@
 
 #include "core/error.h"
 #include "nn/layers.h"
+#include "nn/repoint.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
-
-namespace {
-
-// Points `member` at `module`, the new child `name` of `owner`, which forward calls through
-// the member; a module of another type would not fit there.
-template <class M>
-void repoint(std::shared_ptr<M>& member, const std::shared_ptr<Module>& module, const Module& owner,
-             const std::string& name, const char* needed) {
-  auto typed = std::dynamic_pointer_cast<M>(module);
-  LOCKSTEP_CHECK(typed != nullptr, "replace_module: ", owner.name(), "'s \"", name, "\" must be a ", needed,
-                 " (or a subclass, such as SyncBatchNorm for BatchNorm2d), got ", module->name());
-  member = std::move(typed);
-}
-
-}  // namespace
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
   conv1 = register_module("conv1", std::make_shared<Conv2d>(
@@ -66,7 +52,17 @@ Tensor ResNet::forward(const Tensor& input) {
   return (*fc)(x);
 }
 
-std::shared_ptr<Module> make_model(const std::string& name) {
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"mlp", "cnn", "resnet", "resnet50"};
+  return names;
+}
+
+std::shared_ptr<Module> make_model(const std::string& name, int64_t in_channels) {
+  LOCKSTEP_CHECK(in_channels > 0, "make_model: expected images with at least 1 channel, got ", in_channels);
+  const bool fashion_mnist_only = name == "mlp" || name == "cnn";
+  LOCKSTEP_CHECK(!fashion_mnist_only || in_channels == 1, "make_model: the ", name,
+                 " model takes 1-channel 28 x 28 images (Fashion-MNIST), not ", in_channels,
+                 " channels; the resnet and resnet50 models take any");
   if (name == "mlp") {
     // x: (N, 1, 28, 28) -> (N, 784) -> (N, 256) -> (N, 128) -> (N, 10)
     return std::make_shared<Sequential>(std::make_shared<Flatten>(), std::make_shared<Linear>(784, 256),
@@ -82,8 +78,14 @@ std::shared_ptr<Module> make_model(const std::string& name) {
         std::make_shared<Flatten>(), std::make_shared<Linear>(1600, 128), std::make_shared<ReLU>(),
         std::make_shared<Linear>(128, 10));
   }
-  if (name == "resnet") return std::make_shared<ResNet>(3, 10);
-  throw Error("make_model: unknown model '" + name + "': expected mlp, cnn or resnet");
+  if (name == "resnet") return std::make_shared<ResNet>(in_channels, 10);
+  if (name == "resnet50") return std::make_shared<ResNet50>(in_channels, 10);
+  throw Error("make_model: unknown model '" + name + "': expected mlp, cnn, resnet or resnet50");
+}
+
+std::shared_ptr<Module> make_model(const std::string& name) {
+  const bool color = name == "resnet" || name == "resnet50";
+  return make_model(name, color ? 3 : 1);
 }
 
 void BasicBlock::on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) {

@@ -1,7 +1,8 @@
 /// \file
-/// The three models the chapters train, chosen by name with make_model: a multilayer
-/// perceptron and a small CNN for Fashion-MNIST (1 x 28 x 28), and a small ResNet for
-/// CIFAR-10 (3 x 32 x 32). All have 10 classes.
+/// The models the chapters train, chosen by name with make_model: a multilayer perceptron and
+/// a small CNN for Fashion-MNIST (1 x 28 x 28), a small ResNet built for CIFAR-10 (3 x 32 x 32),
+/// and torchvision's ResNet-50 (nn/resnet50.h), the material's model. The ResNets take any
+/// number of input channels and any image size. All have 10 classes.
 ///
 /// Each is built so that the same definition in PyTorch gives the same state_dict keys and the
 /// same parameter shapes, so a checkpoint can be compared key by key; @ref chapter2, section 2,
@@ -15,11 +16,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/batch_norm.h"
 #include "nn/conv2d.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/resnet50.h"
 #include "nn/sequential.h"
 
 namespace lockstep {
@@ -76,9 +79,19 @@ class ResNet : public Module {
   void on_module_replaced(const std::string& name, const std::shared_ptr<Module>& module) override;
 };
 
-/// The model named `name`, freshly initialised from the default generator (call manual_seed
-/// first for a reproducible model): "mlp" and "cnn" for (N, 1, 28, 28) input, "resnet" for
-/// (N, 3, 32, 32); all return (N, 10) logits. Any other name is an error listing these.
+/// The names make_model knows, in the order the chapters' --model flag lists them: "mlp",
+/// "cnn", "resnet", "resnet50".
+const std::vector<std::string>& model_names();
+
+/// The model named `name` (one of model_names()) for images with `in_channels` channels,
+/// freshly initialised from the default generator (call manual_seed first for a reproducible
+/// model); all return (N, 10) logits. "mlp" and "cnn" take (N, 1, 28, 28) only; "resnet" and
+/// "resnet50" any (N, in_channels, H, W). Another name, or channels a model cannot take, is an
+/// error naming what fits.
+std::shared_ptr<Module> make_model(const std::string& name, int64_t in_channels);
+
+/// make_model(name, in_channels) with the channels the model was designed for: 1 for "mlp" and
+/// "cnn" (Fashion-MNIST), 3 for "resnet" and "resnet50" (CIFAR-10).
 std::shared_ptr<Module> make_model(const std::string& name);
 
 }  // namespace lockstep

@@ -221,7 +221,10 @@ TEST(Models, ForwardShapesAndGradientsReachEveryParameter) {
 }
 
 TEST(Models, UnknownNameListsTheValidOnes) {
-  EXPECT_EQ(error_message([] { make_model("vgg"); }), "make_model: unknown model 'vgg': expected mlp, cnn or resnet");
+  EXPECT_EQ(error_message([] { make_model("vgg"); }), "make_model: unknown model 'vgg': expected mlp, cnn, resnet or resnet50");
+  EXPECT_EQ(error_message([] { make_model("cnn", 3); }),
+            "make_model: the cnn model takes 1-channel 28 x 28 images (Fashion-MNIST), not 3 channels; the resnet and "
+            "resnet50 models take any");
 }
 
 TEST(Models, ResNetStateDictRoundTrip) {
@@ -312,4 +315,64 @@ TEST(Models, TrainingGivesTheSameBitsWithAnyThreadCount) {
     }
   }
   set_num_threads(saved_threads);
+}
+
+// torchvision's resnet50(num_classes=10), as tests/reference/resnet50_torchvision.py prints it
+// (torch 1.13, torchvision 0.15.2): the parameter count, the state_dict's layout, the output
+// shapes for CIFAR-10 and Fashion-MNIST, and the logits for fixed weights and input.
+TEST(ResNet50, ParameterCountAndStateDictMatchTorchvision) {
+  auto model = make_model("resnet50");
+  EXPECT_EQ(model->num_parameters(), 23528522);
+  EXPECT_EQ(make_model("resnet50", 1)->num_parameters(), 23522250);
+  const StateDict state = model->state_dict();
+  EXPECT_EQ(state.size(), 320u);
+  EXPECT_EQ(model->buffers().size(), 159u);  // 53 BatchNorm2d x 3 buffers
+  const std::vector<std::string> keys = keys_of(state);
+  EXPECT_EQ(std::vector<std::string>(keys.begin(), keys.begin() + 8),
+            (std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var",
+                                      "bn1.num_batches_tracked", "layer1.0.conv1.weight", "layer1.0.bn1.weight"}));
+  EXPECT_EQ(keys[24], "layer1.0.downsample.0.weight");
+  EXPECT_EQ(keys[30], "layer1.1.conv1.weight");
+  EXPECT_EQ(std::vector<std::string>(keys.end() - 4, keys.end()),
+            (std::vector<std::string>{"layer4.2.bn3.running_var", "layer4.2.bn3.num_batches_tracked", "fc.weight",
+                                      "fc.bias"}));
+  EXPECT_EQ(state[24].second.shape(), (Shape{256, 64, 1, 1}));
+  EXPECT_EQ(state[state.size() - 2].second.shape(), (Shape{10, 2048}));
+}
+
+TEST(ResNet50, OutputShapesForCifar10AndFashionMnist) {
+  NoGradGuard no_grad;
+  EXPECT_EQ((*make_model("resnet50", 3))(rand({2, 3, 32, 32})).shape(), (Shape{2, 10}));
+  EXPECT_EQ((*make_model("resnet50", 1))(rand({2, 1, 28, 28})).shape(), (Shape{2, 10}));
+}
+
+// Evaluation mode: in training mode layer4's BatchNorm normalises 2 values per channel, which
+// amplifies rounding beyond any tolerance (see the reference script).
+TEST(ResNet50, LogitsMatchTorchvision) {
+  auto model = make_model("resnet50");
+  model->to(DType::f64);
+  fill_deterministic(*model);
+  model->eval();
+  NoGradGuard no_grad;
+  expect_close((*model)(deterministic_input({2, 3, 32, 32})),
+               {2134.33854694, -1678.2796787, 566.573223602, 768.230386417, -1800.77811531, 2130.49916553,
+                -1625.14950805, 485.080624261, 845.331749833, -1845.08621646, 2163.78996872, -1702.35788575,
+                575.857706019, 777.372148216, -1824.76944066, 2159.95353667, -1648.54301065, 493.260636515,
+                855.565627623, -1869.73001727});
+}
+
+// torchvision's initialisation: every convolution normal with std sqrt(2 / fan_out), every
+// BatchNorm weight 1 and bias 0.
+TEST(ResNet50, ConvolutionsStartKaimingNormalWithFanOut) {
+  manual_seed(0);
+  auto model = std::dynamic_pointer_cast<ResNet50>(make_model("resnet50"));
+  ASSERT_NE(model, nullptr);
+  // layer3.0.conv2: (256, 256, 3, 3), fan_out 256 * 9, 589,824 draws.
+  const Tensor w = std::dynamic_pointer_cast<Bottleneck>(model->layer3->children()[0])->conv2->weight.to(DType::f64);
+  const double mean_w = mean(w).item();
+  const double std_w = std::sqrt(mean((w - mean_w) * (w - mean_w)).item());
+  EXPECT_NEAR(mean_w, 0.0, 1e-3);
+  EXPECT_NEAR(std_w / std::sqrt(2.0 / (256 * 9)), 1.0, 0.01);
+  EXPECT_EQ(model->bn1->weight.to_vector<float>(), std::vector<float>(64, 1.0f));
+  EXPECT_EQ(model->bn1->bias.to_vector<float>(), std::vector<float>(64, 0.0f));
 }
