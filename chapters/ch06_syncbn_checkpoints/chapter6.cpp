@@ -1,9 +1,12 @@
 // Chapter 6: SyncBatchNorm, checkpoints that resume bit-exactly, and gradient accumulation —
 // chapter 4's DistributedDataParallel training of a ResNet with BatchNorm, whose statistics can
 // be computed over every rank's images at once; a checkpoint written by rank 0 alone, read back
-// by every rank, from which a new job resumes exactly where the old one stopped; and K
-// micro-batches per optimiser step with one all-reduce.
+// by every rank, from which a new job resumes exactly where the old one stopped; K
+// micro-batches per optimiser step with one all-reduce; and a learning-rate warm-up for the
+// larger effective batch.
 // Run: make chapter6 && mpirun -n 2 ./chapter6
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +20,7 @@
 #include "common/step_metrics.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
+#include "optim/lr_scheduler.h"
 #include "util/timer.h"
 
 using namespace lockstep;
@@ -34,6 +38,8 @@ struct Options {
   int64_t accumulate = 1;
   double lr = 0.05;
   double momentum = 0.9;
+  double warmup_epochs = 0.0;
+  double warmup_start_factor = 0.0;  // 0: not given, 1 / (ranks x accumulate)
   uint64_t seed = 0;
   int64_t save_every = 0;
   std::string checkpoint = "chapter6-checkpoint.safetensors";
@@ -94,11 +100,18 @@ int run(const Options& o) {
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
+  // Goyal et al.'s warm-up starts from the rate of the batch --lr was scaled from: one rank's
+  // micro-batch, 1 / (ranks x accumulate) of the step's images.
+  const double warmup_start_factor =
+      o.warmup_start_factor > 0.0 ? o.warmup_start_factor : 1.0 / static_cast<double>(group.size() * o.accumulate);
+  LOCKSTEP_CHECK(o.warmup_epochs <= o.epochs, "--warmup-epochs ", o.warmup_epochs, " is longer than the run (--epochs ",
+                 o.epochs, "): the learning rate would never reach --lr; warm up over fewer epochs");
   check_ranks_agree(group, device,
                     {shared("--model", o.model), shared("--dataset", o.dataset), shared("--norm", o.norm),
                      shared("--optimizer", o.optimizer), shared("--epochs", o.epochs),
                      shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size),
                      shared("--accumulate", o.accumulate), shared("--lr", o.lr), shared("--momentum", o.momentum),
+                     shared("--warmup-epochs", o.warmup_epochs), shared("--warmup-start-factor", warmup_start_factor),
                      shared("--seed", faults.seed(o.seed)), shared("--save-every", o.save_every),
                      shared("--checkpoint", o.checkpoint), shared("--resume", o.resume)});
   if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
@@ -119,19 +132,34 @@ int run(const Options& o) {
   const std::unique_ptr<Optimizer> optimizer = build_optimizer(o, model->parameters());
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
                                                       DistributedSamplerOptions().seed(o.seed));
+  //! [warmup]
+  // 3. The warm-up: the optimiser holds --lr, the rate of the large effective batch; LinearLR
+  //    starts at warmup_start_factor x --lr and adds an equal share after every optimiser step
+  //    until --lr, --warmup-epochs later (PyTorch's LinearLR, stepped per iteration as Goyal et
+  //    al. do). An epoch is the optimiser steps of one pass: micro-batches / --accumulate.
+  std::unique_ptr<LinearLR> warmup;
+  const int64_t steps_per_epoch = (sampler->num_samples() + o.batch_size - 1) / o.batch_size / o.accumulate;
+  if (o.warmup_epochs > 0.0) {
+    const int64_t warmup_steps =
+        std::max<int64_t>(1, std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch)));
+    warmup = std::make_unique<LinearLR>(*optimizer, warmup_start_factor, 1.0, warmup_steps);
+  }
+  //! [warmup]
   //! [state]
-  // 3. What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
-  //    optimiser's state, the sampler's seed and position, every rank's random state.
+  // 4. What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
+  //    optimiser's state, the warm-up's step count, the sampler's seed and position, every
+  //    rank's random state.
   TrainingState state;
   state.model = model.get();
   state.optimizer = optimizer.get();
+  state.scheduler = warmup.get();  // null without a warm-up
   state.sampler = sampler.get();
   state.batch_size = o.batch_size;
   //! [state]
   int64_t step = 0, first_epoch = 0;
   if (!o.resume.empty()) {
     //! [resume]
-    // 4. Resume: every rank reads the file onto its own device (map_location) before DDP
+    // 5. Resume: every rank reads the file onto its own device (map_location) before DDP
     //    wraps the model, as PyTorch's recipe does; the sampler continues mid-epoch.
     const ResumeInfo info = load_checkpoint(o.resume, state, device, group.rank(), group.size());
     //! [resume]
@@ -148,6 +176,13 @@ int run(const Options& o) {
               std::to_string(o.batch_size) + " images per rank per micro-batch, " + std::to_string(o.accumulate) +
               " micro-batch(es) per step: " + std::to_string(o.batch_size * o.accumulate * group.size()) +
               " images per optimiser step");
+  if (warmup) {
+    char line[200];
+    std::snprintf(line, sizeof line, "warm-up: lr from %g to %g over %lld optimiser steps (an epoch is %lld steps)",
+                  warmup->base_lr() * warmup->start_factor(), warmup->base_lr(),
+                  static_cast<long long>(warmup->total_iters()), static_cast<long long>(steps_per_epoch));
+    print_rank0(line);
+  }
 
   int64_t samples = 0, quiet_backwards = 0;
   double train_seconds = 0.0;
@@ -169,8 +204,9 @@ int run(const Options& o) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
       //! [accumulate]
-      // 3. K micro-batches per step: the first K-1 backward passes inside no_sync() only add
-      //    to param.grad() on each rank; the K-th averages the sum across ranks, once.
+      // 6. K micro-batches per step: the first K-1 backward passes inside no_sync() only add
+      //    to param.grad() on each rank; the K-th averages the sum across ranks, once. The
+      //    warm-up moves the learning rate once per optimiser step, after it (PyTorch's order).
       const bool last_micro = ++micro == o.accumulate;
       if (micro == 1) optimizer->zero_grad();
       if (!last_micro) {
@@ -182,6 +218,7 @@ int run(const Options& o) {
         loss = cross_entropy((*ddp)(inputs), targets);
         (loss / static_cast<double>(o.accumulate)).backward();  // the one all-reduce of the step
         optimizer->step();
+        if (warmup) warmup->step();
         micro = 0;
         ++step;
         metrics.record(step, epoch, loss, timer);
@@ -197,7 +234,7 @@ int run(const Options& o) {
       }
       if (micro == 0 && o.save_every > 0 && step % o.save_every == 0) {
         //! [save]
-        // 5. Save on rank 0 (every rank holds the same model and optimiser state), after
+        // 7. Save on rank 0 (every rank holds the same model and optimiser state), after
         //    gathering every rank's random state; then a barrier, so that no rank reads the
         //    file before it is complete, and every rank compares it with its own model.
         state.epoch = epoch - 1;
@@ -262,6 +299,18 @@ int main(int argc, char** argv) {
       ->check(positive_number());
   app.add_option("--lr", o.lr, "learning rate")->check(positive_number());
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  CLI::Option* warmup_epochs =
+      app.add_option("--warmup-epochs", o.warmup_epochs,
+                     "warm the learning rate up in a straight line to --lr over this many epochs, one increment per "
+                     "optimiser step (Goyal et al.'s warm-up for a large batch; 0: none)")
+          ->check(non_negative_number());
+  app.add_option("--warmup-start-factor", o.warmup_start_factor,
+                 "the warm-up's first learning rate, as a fraction of --lr (default: 1 / (ranks x --accumulate), the "
+                 "rate of one micro-batch when --lr was scaled linearly with the batch)")
+      ->check(positive_number())
+      ->check(number_between(0.0, 1.0))
+      ->default_str("1/(ranks x accumulate)")
+      ->needs(warmup_epochs);
   app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
       ->check(non_negative_number());
   app.add_option("--save-every", o.save_every, "rank 0 writes a checkpoint every N optimiser steps (0: never)")

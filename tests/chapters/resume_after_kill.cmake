@@ -5,7 +5,11 @@
 #   3. a new job resuming from the checkpoint of step 2: checksum B.
 # A == B, bitwise. The checkpoint of run 2 must have survived the kill intact.
 #   cmake -DMPIRUN=... -DPROGRAM=... -DDIR=... -DSTEPS=16 -DEVERY=8 -DKILL_AT=12 -P resume_after_kill.cmake
-set(common --device cpu --threads 1 --max-steps ${STEPS} --save-every ${EVERY})
+# EXTRA: more flags for all three jobs, in one string ("--model cnn --warmup-epochs 0.02": a
+# learning rate that changes every step, from the scheduler the checkpoint restores); NAME: a
+# prefix for the checkpoint files, so that two such tests may run at once.
+separate_arguments(extra UNIX_COMMAND "${EXTRA}")
+set(common --device cpu --threads 1 --max-steps ${STEPS} --save-every ${EVERY} ${extra})
 function(run_job label expect_success out_var)
   execute_process(COMMAND ${MPIRUN} -n 2 ${PROGRAM} ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out
                   ERROR_VARIABLE err TIMEOUT 240)
@@ -24,12 +28,14 @@ function(checksum_of text out_var)
   set(${out_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
 endfunction()
 
-file(REMOVE ${DIR}/whole.safetensors ${DIR}/killed.safetensors)
-run_job("the whole run" TRUE whole ${common} --checkpoint ${DIR}/whole.safetensors)
+set(whole_file ${DIR}/${NAME}whole.safetensors)
+set(killed_file ${DIR}/${NAME}killed.safetensors)
+file(REMOVE ${whole_file} ${killed_file})
+run_job("the whole run" TRUE whole ${common} --checkpoint ${whole_file})
 checksum_of("${whole}" want)
-run_job("killed at step ${KILL_AT}" FALSE killed ${common} --checkpoint ${DIR}/killed.safetensors
+run_job("killed at step ${KILL_AT}" FALSE killed ${common} --checkpoint ${killed_file}
         --fault kill --fault-step ${KILL_AT})
-run_job("resumed" TRUE resumed ${common} --checkpoint ${DIR}/killed.safetensors --resume ${DIR}/killed.safetensors)
+run_job("resumed" TRUE resumed ${common} --checkpoint ${killed_file} --resume ${killed_file})
 if(NOT resumed MATCHES "resumed from [^\n]*: epoch 1, ${EVERY} micro-batch.es. of it done, step ${EVERY} .bit-exact.")
   message(FATAL_ERROR "the resumed job did not report resuming bit-exactly at step ${EVERY}")
 endif()
