@@ -13,7 +13,7 @@ CMAKE_FLAGS ?=
 # Debian packages the build, the tests, the docs and the data need.
 DEBIAN_PACKAGES := g++ make cmake pkg-config openmpi-bin libopenmpi-dev libstb-dev zlib1g-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev doxygen graphviz dataset-fashion-mnist \
-  iproute2
+  iproute2 python3
 
 # The chapters written so far: chapters/chNN_topic/chapterN.cpp.
 CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp \
+.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -38,6 +38,7 @@ help:
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
 	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
+	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
 	@echo "make sanitize   unit, MPI, chapter and fuzz-replay tests under AddressSanitizer + UBSan (build-asan/)"
@@ -150,6 +151,29 @@ ROUNDS ?= 3
 bench-amp: build
 	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "bench-amp needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
 	@TORCH_PYTHON=$(TORCH_PYTHON) tests/bench/amp_benchmarks.sh $(BUILD_DIR) $(ROUNDS)
+
+# Chapter 7's results table: the same model, data, per-device batch and epochs on one device,
+# DataParallel, DDP and DDP with mixed precision (4 ranks and two nodes where the machine allows),
+# written to $(RESULTS_DIR)/results-<device>.{csv,md,svg} with the machine, date and commit
+# (tools/results/results.py --help). A device is a GPU where nvidia-smi lists one, else a CPU
+# core; without a GPU an epoch is the first RESULTS_TRAIN_IMAGES training images, so that the
+# whole table takes minutes, not hours (0: the whole training set).
+RESULTS_MODEL ?= resnet50
+RESULTS_DATASET ?= fashion-mnist
+RESULTS_DATA ?=
+HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
+RESULTS_DEVICES ?= $(if $(HAVE_GPU),cuda,cpu)
+RESULTS_TRAIN_IMAGES ?= $(if $(HAVE_GPU),0,5120)
+RESULTS_TEST_IMAGES ?= $(if $(HAVE_GPU),0,1000)
+RESULTS_BATCH ?= 256
+RESULTS_EPOCHS ?= 1
+RESULTS_DIR ?= $(BUILD_DIR)/results
+results: configure mpirun-as-root
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6
+	@/usr/bin/python3 tools/results/results.py --build $(BUILD_DIR) --out $(RESULTS_DIR) --model $(RESULTS_MODEL) \
+	  --dataset $(RESULTS_DATASET) $(if $(RESULTS_DATA),--data $(RESULTS_DATA)) --devices $(RESULTS_DEVICES) \
+	  --batch-size $(RESULTS_BATCH) --epochs $(RESULTS_EPOCHS) --train-images $(RESULTS_TRAIN_IMAGES) \
+	  --test-images $(RESULTS_TEST_IMAGES)
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
