@@ -157,7 +157,9 @@ bench-amp: build
 # written to $(RESULTS_DIR)/results-<device>.{csv,md,svg} with the machine, date and commit
 # (tools/results/results.py --help). A device is a GPU where nvidia-smi lists one, else a CPU
 # core; without a GPU an epoch is the first RESULTS_TRAIN_IMAGES training images, so that the
-# whole table takes minutes, not hours (0: the whole training set).
+# whole table takes minutes, not hours (0: the whole training set). RESULTS_TORCH=/usr/bin/python3
+# adds PyTorch's one device as a row (for resnet50 it needs torchvision on PYTHONPATH: see
+# tests/reference/resnet50_torchvision.py).
 RESULTS_MODEL ?= resnet50
 RESULTS_DATASET ?= fashion-mnist
 RESULTS_DATA ?=
@@ -168,12 +170,13 @@ RESULTS_TEST_IMAGES ?= $(if $(HAVE_GPU),0,1000)
 RESULTS_BATCH ?= 256
 RESULTS_EPOCHS ?= 1
 RESULTS_DIR ?= $(BUILD_DIR)/results
+RESULTS_TORCH ?=
 results: configure mpirun-as-root
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6
 	@/usr/bin/python3 tools/results/results.py --build $(BUILD_DIR) --out $(RESULTS_DIR) --model $(RESULTS_MODEL) \
 	  --dataset $(RESULTS_DATASET) $(if $(RESULTS_DATA),--data $(RESULTS_DATA)) --devices $(RESULTS_DEVICES) \
 	  --batch-size $(RESULTS_BATCH) --epochs $(RESULTS_EPOCHS) --train-images $(RESULTS_TRAIN_IMAGES) \
-	  --test-images $(RESULTS_TEST_IMAGES)
+	  --test-images $(RESULTS_TEST_IMAGES) $(if $(RESULTS_TORCH),--torch-python $(RESULTS_TORCH))
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:

@@ -79,7 +79,18 @@ def make_model(name):
     if name == "cnn":
         return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
-    sys.exit(f"chapter2_torch: unknown model {name} (mlp or cnn)")
+    if name == "resnet50":
+        # torchvision's, with a 1-channel stem for Fashion-MNIST, as Lockstep's make_model("resnet50", 1).
+        try:
+            import torchvision
+        except ImportError:
+            sys.exit("chapter2_torch: --model resnet50 needs torchvision (tests/reference/resnet50_torchvision.py "
+                     "says how to put one beside Debian's torch)")
+        model = torchvision.models.resnet50(num_classes=10)
+        model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+        return model
+    sys.exit(f"chapter2_torch: unknown model {name} (mlp, cnn or resnet50)")
 
 
 def main():

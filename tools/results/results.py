@@ -190,6 +190,13 @@ def configurations(args, device, available, data):
         Row("ddp4amp", f"DDP, 4 ranks + mixed precision ({amp})", 4, args.batch_size,
             mpirun + ["4", str(b / "chapter5")] + common + batch + one_thread + dev + ["--amp", amp]),
     ]
+    if args.torch_python:
+        # The anchor: PyTorch's one device on the same images (tests/reference/chapter2_torch.py).
+        rows.insert(1, Row("torch", "PyTorch, one device", 1, args.batch_size,
+                           [args.torch_python, str(REPO / "tests/reference/chapter2_torch.py"), "--model", args.model,
+                            "--data", str(data), "--epochs", str(args.epochs), "--lr", str(args.lr), "--seed",
+                            str(args.seed)] + batch + (["--threads", "1"] if cpu else ["--device", "cuda"]),
+                           needs="fashion-mnist"))
     if cpu:
         # Chapter 6's two nodes: network namespaces on this machine, one rank each, TCP between them;
         # plain BatchNorm, so that the row differs from "DDP, 2 ranks" in the network alone.
@@ -200,6 +207,8 @@ def configurations(args, device, available, data):
     for row in rows:
         if row.devices > available:
             row.reason = f"needs {row.devices} {unit}; this machine has {available}"
+        elif row.needs == "fashion-mnist" and args.dataset != "fashion-mnist":
+            row.reason = "chapter2_torch.py reads Fashion-MNIST only"
         elif row.needs == "root" and os.geteuid() != 0:
             row.reason = "needs root (network namespaces)"
         elif args.only and row.key not in args.only.split(","):
@@ -337,10 +346,12 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-images", type=int, default=0, help="the first N training images only (0: all)")
     p.add_argument("--test-images", type=int, default=0, help="the first M test images only (0: all)")
+    p.add_argument("--torch-python", default="", help="a Python with PyTorch (and torchvision for resnet50): "
+                                                       "adds PyTorch's one device as a row")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=int, default=3600, help="seconds one configuration may take")
-    p.add_argument("--only", default="", help="comma-separated row keys to run (one, dp2, ddp2, ddp2amp, "
-                                              "ddp4, ddp4amp, nodes2); the others are listed as not asked for")
+    p.add_argument("--only", default="", help="comma-separated row keys to run (one, torch, dp2, ddp2, "
+                                              "ddp2amp, ddp4, ddp4amp, nodes2); the others are listed as not asked for")
     args = p.parse_args()
     if args.batch_size <= 0 or args.epochs <= 0 or args.train_images < 0 or args.test_images < 0:
         fail("--batch-size and --epochs must be above 0, --train-images and --test-images 0 or more")
