@@ -202,6 +202,11 @@ step chapter6_nccl_1 mpirun -n 1 "$BUILD/chapter6" --backend nccl "${CH6[@]}" --
 step chapter6_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi "${CH6[@]}" --checkpoint "$LOGDIR/ch6-mpi.safetensors"
 step chapter6_resume_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi --device cuda --max-steps 90 --save-every 30 \
   --checkpoint "$LOGDIR/ch6-mpi.safetensors" --resume "$LOGDIR/ch6-mpi.safetensors"
+# Chapter 7's table on this machine's GPUs: ResNet-50, one whole Fashion-MNIST epoch per row
+# (the rows needing more GPUs than there are say so), PyTorch's one device beside it where
+# torchvision can be imported; the table, chart and logs go to LOGDIR/results.
+step results_cuda python3 tools/results/results.py --build "$BUILD" --out "$LOGDIR/results" --devices cuda \
+  --torch-python python3
 step bench_elementwise "$BUILD/tests/bench_cuda_elementwise"
 step bench_gemm "$BUILD/tests/bench_cuda_gemm"
 step bench_gemm_16bit "$BUILD/tests/bench_cuda_gemm_16bit"
