@@ -128,7 +128,8 @@ class LRScheduler {
 /// Goyal et al.: build the optimiser with the large-batch rate k x lr, start at 1/k of it, and
 /// step once per iteration.
 ///
-/// \see @ref chapter6 "Chapter 6", which warms up a large effective batch with it.
+/// \see @ref chapter6_effective_batch "Chapter 6, section 7", which warms up a large effective batch
+/// with it.
 class LinearLR : public LRScheduler {
  public:
   /// Schedules `optimizer`'s learning rate, which becomes base_lr, and sets it to
