@@ -148,6 +148,41 @@ TEST(Conv2d, MatchesDirectConvolutionAtChapter2Shapes) {
   check_against_direct({4, 32, 13, 13}, {64, 32, 3, 3}, 1, 0, true);
 }
 
+// Images of fewer than 32 output pixels go through the GEMMs in chunks of several images side by
+// side (conv_kernels.cpp). A batch of 70 such images, not a multiple of any chunk, must give each
+// image the output and input gradient it gets alone, and the weight gradient their sum: 1x1
+// pixels (chunks of 32), 2x2 after a stride of 2 (8), 3x3 with padding (4), in f64.
+TEST(Conv2d, ChunksOfSmallImagesMatchOneImageAtATime) {
+  struct Case {
+    Shape input, weight;
+    int64_t stride, padding;
+  };
+  for (const Case& c : {Case{{70, 5, 1, 1}, {7, 5, 1, 1}, 1, 0}, Case{{70, 3, 4, 4}, {4, 3, 3, 3}, 2, 1},
+                        Case{{70, 2, 3, 3}, {3, 2, 3, 3}, 1, 1}}) {
+    SCOPED_TRACE(shape_str(c.input) + " * " + shape_str(c.weight));
+    Tensor x = random_input(c.input, 21), w = random_input(c.weight, 22), b = random_input({c.weight[0]}, 23);
+    Tensor y = conv2d(x, w, b, c.stride, c.padding);
+    Tensor probe = random_input(y.shape(), 24, /*requires_grad=*/false);  // d(loss)/dy
+    sum(y * probe).backward();
+    const std::vector<double> dx = x.grad().to_vector<double>(), all_y = y.to_vector<double>();
+    std::vector<double> dw_sum(static_cast<size_t>(w.numel()), 0.0);
+    const int64_t x_size = x.numel() / 70, y_size = y.numel() / 70;
+    for (int64_t n = 0; n < 70; ++n) {
+      Tensor xn = x.detach().slice(0, n, n + 1).contiguous().requires_grad_(true);
+      Tensor wn = w.detach().clone().requires_grad_(true);
+      Tensor yn = conv2d(xn, wn, b.detach(), c.stride, c.padding);
+      sum(yn * probe.slice(0, n, n + 1)).backward();
+      const std::vector<double> one_y = yn.to_vector<double>(), one_dx = xn.grad().to_vector<double>();
+      for (int64_t i = 0; i < y_size; ++i) ASSERT_NEAR(all_y[n * y_size + i], one_y[i], 1e-12) << "image " << n;
+      for (int64_t i = 0; i < x_size; ++i) ASSERT_NEAR(dx[n * x_size + i], one_dx[i], 1e-12) << "image " << n;
+      const std::vector<double> one_dw = wn.grad().to_vector<double>();
+      for (size_t i = 0; i < dw_sum.size(); ++i) dw_sum[i] += one_dw[i];
+    }
+    const std::vector<double> dw = w.grad().to_vector<double>();
+    for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], dw_sum[i], 1e-10) << "weight " << i;
+  }
+}
+
 TEST(Conv2d, NonContiguousInput) {
   // A channels-last buffer permuted to (N, C, H, W): conv2d must read the values, not the layout.
   Tensor nhwc = randn_f32({2, 5, 6, 3}, 7);

@@ -1,4 +1,5 @@
-// CPU conv2d: im2col / col2im, and the forward and backward passes as one GEMM per image.
+// CPU conv2d: im2col / col2im, and the forward and backward passes as one GEMM per image (per
+// chunk of images, for images of few pixels).
 // The formulas and shapes are in conv_kernels.h.
 #include "tensor/ops/cpu/conv_kernels.h"
 
@@ -145,6 +146,48 @@ constexpr int64_t kWeightGradGroups = 16;
 
 int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }
 
+// An image with fewer output pixels than this makes GEMMs too narrow to pay for packing the
+// weights, which every GEMM call does: in ResNet-50's last stage an image has 1 x 1 pixels, and
+// its 1x1 convolutions from 512 to 2048 channels ran one image at a time at 0.3 GFLOP/s, where
+// the same multiplication as one matmul over the batch ran at 93 (chapter 7, section 3). Such
+// images go through the GEMMs in chunks of consecutive images, side by side as columns.
+constexpr int64_t kMinGemmColumns = 32;
+
+// Images per chunk: 1 for images of kMinGemmColumns pixels or more (every layer of the chapter
+// CNN, and of ResNet-8 on 28 x 28 or 32 x 32 images, which keep their per-image GEMMs), else enough for kMinGemmColumns
+// columns. Fixed by the geometry, so the chunks, and with them every sum, do not depend on the
+// thread count.
+int64_t images_per_chunk(int64_t pixels) {
+  return pixels >= kMinGemmColumns ? 1 : (kMinGemmColumns + pixels - 1) / pixels;
+}
+
+// A chunk's matrices put the images side by side: image i's (rows, pixels) matrix is columns
+// [i * pixels, (i + 1) * pixels) of the chunk's (rows, m * pixels). into_chunk copies an image's
+// matrix in, out_of_chunk copies (and converts) it back out.
+template <class T>
+void into_chunk(const T* image, int64_t rows, int64_t pixels, int64_t i, int64_t m, T* chunk) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(image + r * pixels, image + (r + 1) * pixels, chunk + (r * m + i) * pixels);
+}
+
+template <class T, class U>
+void out_of_chunk(const T* chunk, int64_t rows, int64_t pixels, int64_t i, int64_t m, U* image) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* from = chunk + (r * m + i) * pixels;
+    for (int64_t p = 0; p < pixels; ++p) image[r * pixels + p] = static_cast<U>(from[p]);
+  }
+}
+
+// The patches of images [n0, n0 + m) into cols (patch, m * pixels); `one` holds an image's
+// patches on their way into a chunk of several.
+template <class T>
+void im2col_chunk(const T* x, int64_t n0, int64_t m, int64_t image_size, const Conv2dGeometry& g, T* one, T* cols) {
+  if (m == 1) return im2col(x + n0 * image_size, g, cols);
+  for (int64_t i = 0; i < m; ++i) {
+    im2col(x + (n0 + i) * image_size, g, one);
+    into_chunk(one, g.patch_size(), g.out_pixels(), i, m, cols);
+  }
+}
+
 // C = A B + beta C with sums in Acc: cpu::gemm when T is Acc (f32, f64), cpu::gemm_16bit for
 // 16-bit operands, whose products are summed into an f32 C.
 template <class T, class Acc>
@@ -283,6 +326,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
+  const int64_t per_chunk = images_per_chunk(pixels), chunks = (batch + per_chunk - 1) / per_chunk;
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // f32 for 16-bit T: the GEMM sums, and the bias is added, in f32
@@ -291,22 +335,29 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* y = out.data_ptr<T>();
-    for_each_share(batch, batch_shares(batch), [&](int64_t first, int64_t last) {
-      std::vector<T> cols(patch * pixels);  // (patch, pixels), reused for each image
-      // A 16-bit output is summed in this f32 image first and rounded once: (C_out, pixels).
-      std::vector<Acc> sums(wide ? 0 : out_channels * pixels);
-      for (int64_t n = first; n < last; ++n) {
-        T* yn = y + n * out_channels * pixels;  // (C_out, pixels)
-        Acc* acc = sums_for(yn, sums);
-        im2col(x + n * image_size, g, cols.data());
+    for_each_share(chunks, batch_shares(chunks), [&](int64_t first, int64_t last) {
+      std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels), reused for each chunk
+      std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
+      // The output is summed here first when it has 16 bits (rounded once) or when a chunk holds
+      // several images (then copied out image by image): (C_out, m * pixels).
+      std::vector<Acc> sums(wide && per_chunk == 1 ? 0 : out_channels * per_chunk * pixels);
+      for (int64_t chunk = first; chunk < last; ++chunk) {
+        const int64_t n0 = chunk * per_chunk, m = std::min(per_chunk, batch - n0), columns = m * pixels;
+        T* y0 = y + n0 * out_channels * pixels;  // (m, C_out, pixels)
+        Acc* acc = m == 1 ? sums_for(y0, sums) : sums.data();
+        im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
         // Each output channel starts as its bias; the GEMM adds W . cols onto it (beta = 1).
         if (b) {
           for (int64_t co = 0; co < out_channels; ++co)
-            std::fill(acc + co * pixels, acc + (co + 1) * pixels, static_cast<Acc>(b[co]));
+            std::fill(acc + co * columns, acc + (co + 1) * columns, static_cast<Acc>(b[co]));
         }
-        gemm_into<T, Acc>(out_channels, pixels, patch, w, patch, 1, cols.data(), pixels, 1, Acc(b ? 1 : 0), acc,
-                          pixels);
-        if constexpr (!wide) round_into(acc, out_channels * pixels, yn);
+        gemm_into<T, Acc>(out_channels, columns, patch, w, patch, 1, cols.data(), columns, 1, Acc(b ? 1 : 0), acc,
+                          columns);
+        if (m > 1) {
+          for (int64_t i = 0; i < m; ++i) out_of_chunk(acc, out_channels, pixels, i, m, y0 + i * out_channels * pixels);
+        } else if constexpr (!wide) {
+          round_into(acc, out_channels * pixels, y0);
+        }
       }
     });
   });
@@ -317,7 +368,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
-  const int64_t groups = weight_grad_groups(batch);
+  const int64_t groups = weight_grad_groups(batch), per_chunk = images_per_chunk(pixels);
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // f32 for 16-bit T: dW's sums and the patches' gradients stay f32
@@ -336,28 +387,48 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     const bool threads_take_groups = groups > 1 && batch >= get_num_threads();
 #pragma omp parallel if (threads_take_groups)
     {
-      std::vector<T> cols(patch * pixels);  // (patch, pixels): an image's patches
-      // (patch, pixels): the patches' gradient, and (C_in, H, W): the image's, in Acc. For f32
-      // and f64 the gradient goes straight into cols and dx.
-      std::vector<Acc> grad_cols(wide ? 0 : patch * pixels), grad_image(wide ? 0 : image_size);
+      std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels): a chunk's patches
+      std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
+      // (C_out, m * pixels): the output gradients of a chunk of several images, side by side.
+      std::vector<T> grads(per_chunk > 1 ? out_channels * per_chunk * pixels : 0);
+      // (patch, m * pixels): the patches' gradient, and (C_in, H, W): an image's, in Acc. For f32
+      // and f64 the gradient goes straight into cols and dx. (patch, pixels): one image's patches'
+      // gradient, out of a chunk of several.
+      std::vector<Acc> grad_cols(wide ? 0 : patch * per_chunk * pixels), grad_image(wide ? 0 : image_size);
+      std::vector<Acc> image_patches(per_chunk > 1 ? patch * pixels : 0);
 #pragma omp for schedule(static)
       for (int64_t group = 0; group < groups; ++group) {
-        for (int64_t n = batch * group / groups; n < batch * (group + 1) / groups; ++n) {
-          const T* dyn = dy + n * out_channels * pixels;  // (C_out, pixels)
+        const int64_t end = batch * (group + 1) / groups;
+        for (int64_t n0 = batch * group / groups; n0 < end; n0 += per_chunk) {
+          const int64_t m = std::min(per_chunk, end - n0), columns = m * pixels;
+          // dy of the chunk's images: (C_out, m * pixels).
+          const T* dyc = dy + n0 * out_channels * pixels;
+          if (m > 1) {
+            for (int64_t i = 0; i < m; ++i)
+              into_chunk(dy + (n0 + i) * out_channels * pixels, out_channels, pixels, i, m, grads.data());
+            dyc = grads.data();
+          }
           if (dw) {
             // dW += dy . cols^T; cols^T is cols read with its strides swapped.
-            im2col(x + n * image_size, g, cols.data());
-            gemm_into<T, Acc>(out_channels, patch, pixels, dyn, pixels, 1, cols.data(), 1, pixels, Acc(1),
+            im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
+            gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols.data(), 1, columns, Acc(1),
                               dw_groups[group].data(), patch);
           }
           if (dx) {
             // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
             Acc* patches = sums_for(cols.data(), grad_cols);
-            Acc* image = sums_for(dx + n * image_size, grad_image);
-            gemm_into<T, Acc>(patch, pixels, out_channels, w, 1, patch, dyn, pixels, 1, Acc(0), patches, pixels);
-            std::fill(image, image + image_size, Acc(0));
-            col2im(patches, g, image);
-            if constexpr (!wide) round_into(image, image_size, dx + n * image_size);
+            gemm_into<T, Acc>(patch, columns, out_channels, w, 1, patch, dyc, columns, 1, Acc(0), patches, columns);
+            for (int64_t i = 0; i < m; ++i) {
+              const Acc* mine = patches;
+              if (m > 1) {
+                out_of_chunk(patches, patch, pixels, i, m, image_patches.data());
+                mine = image_patches.data();
+              }
+              Acc* image = sums_for(dx + (n0 + i) * image_size, grad_image);
+              std::fill(image, image + image_size, Acc(0));
+              col2im(mine, g, image);
+              if constexpr (!wide) round_into(image, image_size, dx + (n0 + i) * image_size);
+            }
           }
         }
       }

@@ -13,6 +13,8 @@
 /// inside a share each image is one im2col and one GEMM (conv_kernels.cpp says why this split
 /// was chosen). The backward pass splits it into at most 16 groups fixed by the batch size, so
 /// that dW, a sum over the images, is added in the same order whatever the thread count.
+/// Images of fewer than 32 output pixels (ResNet-50's last stages) go in chunks of consecutive
+/// images instead, their columns side by side in one GEMM: (patch, m * pixels) for m images.
 ///
 /// f16 and bf16 tensors are multiplied by cpu::gemm_16bit, whose sums are f32: an image's
 /// output (bias included), its input gradient and dW's sum over the batch stay f32 until each
