@@ -230,6 +230,8 @@ figures: configure mpirun-as-root
 	  --resume $(FIGURE_RUNS)/ch6-killed.safetensors --metrics $(FIGURE_RUNS)/ch6-resumed.csv > $(FIGURE_RUNS)/ch6-resumed.log
 	$(FIGURE_PYTHON)/resume_curve.py $(FIGURE_RUNS)/ch6-whole.csv $(FIGURE_RUNS)/ch6-killed.csv \
 	  $(FIGURE_RUNS)/ch6-resumed.csv 80 chapters/ch06_syncbn_checkpoints/figures/resume_curve.svg
+	tools/figures/effective_batch.sh $(BUILD_DIR) $(FIGURE_RUNS) > $(FIGURE_RUNS)/effective_batch.log
+	$(FIGURE_PYTHON)/effective_batch.py $(FIGURE_RUNS) chapters/ch06_syncbn_checkpoints/figures/effective_batch.svg
 
 # Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), each in a build folder of its own,
 # CPU only. make sanitize builds with GCC, whose sanitizer runtimes come with g++. libFuzzer

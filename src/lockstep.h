@@ -62,6 +62,7 @@
 #include "tensor/ops/reduce.h"
 #include "tensor/ops/softmax.h"
 #include "optim/adam.h"
+#include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
 #include "parallel/data_parallel.h"
