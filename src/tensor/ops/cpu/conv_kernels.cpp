@@ -148,9 +148,9 @@ int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGr
 
 // An image with fewer output pixels than this makes GEMMs too narrow to pay for packing the
 // weights, which every GEMM call does: in ResNet-50's last stage an image has 1 x 1 pixels, and
-// its 1x1 convolutions from 512 to 2048 channels ran one image at a time at 0.3 GFLOP/s, where
-// the same multiplication as one matmul over the batch ran at 93 (chapter 7, section 3). Such
-// images go through the GEMMs in chunks of consecutive images, side by side as columns.
+// its 1x1 convolutions ran hundreds of times slower one image at a time than the same product
+// as one matmul over the batch (chapter 7, section 3, has the measurements). Such images go
+// through the GEMMs in chunks of consecutive images, side by side as columns.
 constexpr int64_t kMinGemmColumns = 32;
 
 // Images per chunk: 1 for images of kMinGemmColumns pixels or more (every layer of the chapter
