@@ -311,16 +311,16 @@ def write_svg(path, rows, title, base):
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="14">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{width / 2}" y="28" text-anchor="middle" font-size="17">{esc(title)}</text>',
-           f'<text x="{left}" y="54" fill="#555">seconds per epoch (shorter is faster); speed-up over one device; '
+           f'<text x="{left}" y="54" fill="#555">seconds per epoch (shorter is faster) · speed-up over one device · '
            f'test accuracy</text>']
     for i, r in enumerate(ran):
         y = top + i * (bar_h + gap)
         w = max(1.0, r.result["epoch_s"] * scale)
-        color = "#4c72b0" if "mixed" not in r.label else "#dd8452"
-        speedup = f"{base / r.result['epoch_s']:.2f}x" if base else ""
+        color = "#8c8c8c" if r.key == "torch" else "#dd8452" if "mixed" in r.label else "#4c72b0"
+        speedup = f" · {base / r.result['epoch_s']:.2f}x" if base else ""
         svg += [f'<text x="{left - 10}" y="{y + bar_h * 0.7}" text-anchor="end">{esc(r.label)}</text>',
                 f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}"/>',
-                f'<text x="{left + w + 8:.1f}" y="{y + bar_h * 0.7}">{r.result["epoch_s"]:.1f} s   {speedup}   '
+                f'<text x="{left + w + 8:.1f}" y="{y + bar_h * 0.7}">{r.result["epoch_s"]:.1f} s{speedup} · '
                 f'{100 * r.result["test_acc"]:.1f}%</text>']
     missing = [r for r in rows if not r.result]
     if missing:
