@@ -48,6 +48,7 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
   }
 }
 
+//! [bottleneck]
 Tensor Bottleneck::forward(const Tensor& input) {
   // x: (N, in_planes, H, W) -> (N, planes, H, W)
   Tensor out = relu((*bn1)((*conv1)(input)));
@@ -58,6 +59,7 @@ Tensor Bottleneck::forward(const Tensor& input) {
   const Tensor identity = downsample ? (*downsample)(input) : input;
   return relu(out + identity);
 }
+//! [bottleneck]
 
 ResNet50::ResNet50(int64_t in_channels, int64_t num_classes) {
   conv1 = register_module("conv1", conv_for_batch_norm(in_channels, 64, 7, 2, 3));
