@@ -3,7 +3,8 @@
 // (src/tensor/ops/cpu/conv_kernels.cpp), whose header has the formulas. Shapes:
 //   x: (N, C_in, H, W)   w: (C_out, C_in, kH, kW) = (C_out, patch)   y, dy: (N, C_out, H_out, W_out)
 //
-// The CPU runs one small GEMM per image, one image per thread. A GPU needs large GEMMs to keep
+// The CPU runs one small GEMM per image (per few images when an image has under 32 output
+// pixels), one share of the batch per thread. A GPU needs large GEMMs to keep
 // its thousands of cores busy, so here a chunk of n images is unfolded at once:
 //   cols (patch, n * pixels)   column (img, oh, ow) = the patch of image img under output pixel (oh, ow)
 // where patch = C_in*kH*kW and pixels = H_out*W_out. Then, per chunk:
