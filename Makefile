@@ -163,7 +163,7 @@ bench-amp: build
 RESULTS_MODEL ?= resnet50
 RESULTS_DATASET ?= fashion-mnist
 RESULTS_DATA ?=
-HAVE_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
+HAVE_GPU = $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
 RESULTS_DEVICES ?= $(if $(HAVE_GPU),cuda,cpu)
 RESULTS_TRAIN_IMAGES ?= $(if $(HAVE_GPU),0,10240)
 RESULTS_TEST_IMAGES ?= $(if $(HAVE_GPU),0,2000)
