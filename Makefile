@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp results \
+.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -38,6 +38,7 @@ help:
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
 	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
+	@echo "make bench-torch  Lockstep beside PyTorch: MLP, CNN at 1 and 2 threads, DDP over 1 and 2 ranks (ROUNDS=3)"
 	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
@@ -177,6 +178,13 @@ results: configure mpirun-as-root
 	  --dataset $(RESULTS_DATASET) $(if $(RESULTS_DATA),--data $(RESULTS_DATA)) --devices $(RESULTS_DEVICES) \
 	  --batch-size $(RESULTS_BATCH) --epochs $(RESULTS_EPOCHS) --train-images $(RESULTS_TRAIN_IMAGES) \
 	  --test-images $(RESULTS_TEST_IMAGES) $(if $(RESULTS_TORCH),--torch-python $(RESULTS_TORCH))
+
+# Lockstep beside PyTorch on the CPU, alternated, ROUNDS times (tests/bench/torch_benchmarks.sh):
+# the table of the CPU kernels' work, with every run and the ratio of the medians.
+BENCH_STEPS ?= 300
+bench-torch: build
+	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "bench-torch needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	@TORCH_PYTHON=$(TORCH_PYTHON) tests/bench/torch_benchmarks.sh $(BUILD_DIR) $(ROUNDS) $(BENCH_STEPS)
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
