@@ -15,9 +15,9 @@ MLP_STEPS=${4:-900}
 TORCH=${TORCH_PYTHON:-/usr/bin/python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-# samples_per_s and test_acc from a RESULT line.
-field() { sed -n "s/^RESULT .* $1=\\([0-9.e+-]*\\).*/\\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# field KEY and median (reading RESULT lines and runs' numbers).
+# shellcheck source=result_fields.sh
+source "$HERE/result_fields.sh"
 
 run() {  # run KIND MODEL THREADS STEPS -> samples_per_s
   local kind=$1 model=$2 threads=$3 steps=$4

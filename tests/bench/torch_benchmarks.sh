@@ -33,9 +33,9 @@ done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ && $STEPS =~ ^[1-9][0-9]*$ ]] ||
   { echo "torch_benchmarks.sh: ROUNDS and STEPS must be whole numbers of 1 or more, got '$ROUNDS' and '$STEPS'" >&2; exit 2; }
 
-# samples_per_s from a RESULT line; fails (no number) when the run printed none.
-field() { sed -n "s/^RESULT .* $1=\\([0-9.e+-]*\\).*/\\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# field KEY and median (reading RESULT lines and runs' numbers).
+# shellcheck source=result_fields.sh
+source "$HERE/result_fields.sh"
 
 # run SIDE WORKLOAD -> samples/s of one run (SIDE: lockstep or torch).
 run() {
