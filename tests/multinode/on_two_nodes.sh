@@ -29,7 +29,7 @@ JOB=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
-  [[ -n $JOB ]] && kill -TERM "$JOB" 2>/dev/null && wait "$JOB" 2>/dev/null
+  if [[ -n $JOB ]]; then kill -TERM "$JOB" 2>/dev/null && wait "$JOB" 2>/dev/null || true; fi
   lab_down
   rm -f "$LOG"
   exit "$status"
