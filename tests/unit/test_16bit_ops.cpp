@@ -271,8 +271,8 @@ TEST_P(Ops16bit, MaxPoolBackwardAddsOverlappingSharesInFloat) {
   cpu::max_pool2d_kernel(f32(x), 3, 1, 0, out32, idx);
   const Tensor g = random16({2, 2, 6, 6}, dt, 15);
   const Tensor gi = empty({2, 2, 8, 8}, opts(dt)), gi32 = empty({2, 2, 8, 8});
-  cpu::max_pool2d_backward_kernel(g, idx, gi);
-  cpu::max_pool2d_backward_kernel(f32(g), idx, gi32);
+  cpu::max_pool2d_backward_kernel(g, idx, 3, 1, 0, gi);
+  cpu::max_pool2d_backward_kernel(f32(g), idx, 3, 1, 0, gi32);
   expect_rounded_once(gi, gi32, f, 9 * kU32 * 9 * max_abs(f32(g)), "max_pool2d backward");
 }
 

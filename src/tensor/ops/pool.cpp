@@ -32,9 +32,10 @@ Tensor max_pool2d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
   kernels::max_pool2d.call(out.device(), input, kernel_size, stride, padding, out, indices);
 
   // Only the maxima influenced the output, so only they receive gradient.
-  return record(out, "MaxPool2DWithIndicesBackward", {input}, [indices, shape = input.shape(), options](const Tensor& g) {
+  return record(out, "MaxPool2DWithIndicesBackward", {input},
+                [indices, kernel_size, stride, padding, shape = input.shape(), options](const Tensor& g) {
     Tensor grad_input = empty(shape, options);
-    kernels::max_pool2d_backward.call(grad_input.device(), g, indices, grad_input);
+    kernels::max_pool2d_backward.call(grad_input.device(), g, indices, kernel_size, stride, padding, grad_input);
     return std::vector<Tensor>{grad_input};
   });
 }

@@ -207,7 +207,8 @@ void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride,
   });
 }
 
-void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
+void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, int64_t /*kernel_size*/,
+                                int64_t /*stride*/, int64_t /*padding*/, const Tensor& grad_input) {
   const Tensor g = grad_output.contiguous();  // g: (N, C, OH, OW)
   const int64_t planes = g.size(0) * g.size(1);
   const int64_t out_plane = g.size(2) * g.size(3);

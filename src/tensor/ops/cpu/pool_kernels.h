@@ -19,10 +19,13 @@ void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride,
                        const Tensor& indices);
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
-/// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
-/// grad_input: (N, C, H, W), contiguous, grad_output's dtype; it is overwritten (zero where no
-/// window took its maximum). Shares that land on one f16 or bf16 element are added in float and
-/// rounded once.
-void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input);
+/// element, the shares of one input element added in row-major window order. grad_output:
+/// (N, C, OH, OW), any strides; indices: the forward's, contiguous; grad_input: (N, C, H, W),
+/// contiguous, grad_output's dtype; it is overwritten (zero where no window took its maximum).
+/// Shares that land on one f16 or bf16 element are added in float and rounded once. The window
+/// (kernel_size, stride, padding) is the forward's: the CUDA kernel gathers through it, while this
+/// one scatters through the indices alone and does not read it.
+void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, int64_t kernel_size, int64_t stride,
+                                int64_t padding, const Tensor& grad_input);
 
 }  // namespace lockstep::cpu

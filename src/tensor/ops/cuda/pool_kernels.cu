@@ -1,27 +1,22 @@
 // CUDA max pooling over x: (N, C, H, W) -> out, indices: (N, C, OH, OW) (declared in
 // tensor/ops/cuda/pool_kernels.h). The CPU reference is tensor/ops/cpu/pool_kernels.cpp
 // (cpu::max_pool2d_kernel / cpu::max_pool2d_backward_kernel), which loops over (n, c) planes; here
-// every output element gets its own thread instead, since there are rarely enough planes to
-// fill a GPU.
+// every element gets its own thread instead, since there are rarely enough planes to fill a GPU.
 //
 // Forward: one thread per output element scans its window, row-major, exactly as the CPU does.
-// Backward: one thread per output element adds its gradient to the input element that won its
-// window. Where windows overlap (stride < kernel_size) one input element can win several
-// windows, so several threads may add to it at once: the adds are atomicAdd (f32, and f64 on
-// sm_60 and later). The alternative, one thread per input element gathering from every window
-// that covers it, would be deterministic but needs kernel_size, stride and padding, which the
-// backward's interface (shared with the CPU kernel) does not carry.
+// Backward: one thread per input element gathers the gradients of the windows that cover it and
+// chose it as their maximum. Where windows overlap (stride < kernel_size) one input element can
+// win several windows; scattering with atomic adds would sum those shares in whatever order the
+// threads arrive, and the weights of a network with overlapping pools (ResNet's stem) would differ
+// from run to run. Gathering visits the windows in row-major order, the order in which the CPU
+// kernel adds them, so the result is the CPU's, bit for bit, on every run.
 //
 // f16 and bf16: the forward compares values as floats (exact) and stores the winner unchanged.
-// The backward adds its gradients into an f32 image, rounded into the 16-bit grad_input once at
-// the end: 16-bit atomic adds would round after every add, and the sum would depend on the
-// order in which the threads arrive.
+// The backward sums an input's shares in float and rounds once, as the CPU does.
 #include "tensor/ops/cuda/pool_kernels.h"
 
 #include <cmath>
-#include <type_traits>
 
-#include "tensor/cuda/copy_kernels.h"
 #include "tensor/cuda/launch.cuh"
 #include "core/dispatch.h"
 #include "tensor/ops/max_rule.h"
@@ -75,18 +70,49 @@ __global__ void max_pool2d_forward_elements(const T* x, Strides4 xs, PoolShape s
   }
 }
 
-// grad_input[plane of e, indices[e]] += grad_output[e] for every output element e; one thread
-// per output element. grad_output may have any strides (go_at finds element e), grad_input
-// (of the compute type C: the f32 image for 16-bit gradients) and indices are contiguous.
-template <class T, class C>
-__global__ void max_pool2d_backward_elements(const T* grad_output, StridedOffsets<1> go_at, const int64_t* indices,
-                                             int64_t out_plane, int64_t in_plane, C* grad_input, int64_t total) {
+// The first and last window along one axis that cover position x of an input of padding
+// `padding`: window o covers [o * stride - padding, o * stride - padding + kernel_size), and
+// there are `windows` of them.
+struct WindowRange {
+  int64_t first, last;
+};
+__device__ WindowRange windows_covering(int64_t x, int64_t kernel_size, int64_t stride, int64_t padding,
+                                        int64_t windows) {
+  // The first window ends after x: o * stride - padding + kernel_size > x.
+  const int64_t after = x + padding - kernel_size + 1;
+  const int64_t first = after <= 0 ? 0 : (after + stride - 1) / stride;
+  // The last window starts at or before x: o * stride - padding <= x (x + padding >= 0).
+  const int64_t last = min((x + padding) / stride, windows - 1);
+  return {first, last};
+}
+
+// grad_input[e] = the sum of grad_output over the windows that cover input element e and whose
+// maximum it was, in row-major window order; one thread per input element. grad_output may have
+// any strides (go_at finds its element j); indices and grad_input are contiguous.
+template <class T>
+__global__ void max_pool2d_backward_gather(const T* grad_output, StridedOffsets<1> go_at, const int64_t* indices,
+                                           PoolShape s, T* grad_input, int64_t total) {
+  using C = device_opmath_t<T>;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t offset[1];
-    go_at.at(e, offset);
-    // Overlapping windows may send several gradients to one input element: add atomically.
-    atomicAdd(grad_input + e / out_plane * in_plane + indices[e], convert<C>(grad_output[offset[0]]));
+    // Split the input's row-major position into (plane, h, w); the index a window stores for
+    // this element is its position h * W + w inside the plane.
+    const int64_t w = e % s.W, h = e / s.W % s.H, plane = e / (s.W * s.H);
+    const int64_t here = h * s.W + w;
+    const WindowRange rows = windows_covering(h, s.kernel_size, s.stride, s.padding, s.OH);
+    const WindowRange cols = windows_covering(w, s.kernel_size, s.stride, s.padding, s.OW);
+    // Inputs that won no window get zero.
+    C sum = 0;
+    for (int64_t oh = rows.first; oh <= rows.last; ++oh) {
+      for (int64_t ow = cols.first; ow <= cols.last; ++ow) {
+        const int64_t j = (plane * s.OH + oh) * s.OW + ow;
+        if (indices[j] != here) continue;
+        int64_t offset[1];
+        go_at.at(j, offset);
+        sum += convert<C>(grad_output[offset[0]]);
+      }
+    }
+    grad_input[e] = convert<T>(sum);
   }
 }
 
@@ -109,30 +135,21 @@ void max_pool2d_kernel(const Tensor& input, int64_t kernel_size, int64_t stride,
   });
 }
 
-void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input) {
+void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, int64_t kernel_size, int64_t stride,
+                                int64_t padding, const Tensor& grad_input) {
   const cudaStream_t stream = stream_for(grad_input.device());
-  const int64_t out_plane = grad_output.size(2) * grad_output.size(3);
-  const int64_t in_plane = grad_input.size(2) * grad_input.size(3);
-  const int64_t total = grad_output.numel();
+  const PoolShape s{grad_input.size(1), grad_input.size(2), grad_input.size(3), grad_output.size(2),
+                    grad_output.size(3), kernel_size,        stride,             padding};
+  const int64_t total = grad_input.numel();
   // data_ptr already points at grad_output's first element, hence offset 0.
   const StridedOffsets<1> go_at =
       make_strided_offsets<1>("max_pool2d backward", grad_output.shape(), {grad_output.strides()}, {0});
   dispatch_floating_and_16bit(grad_output.dtype(), "max_pool2d backward", [&](auto tag) {
     using Host = typename decltype(tag)::type;
-    using C = opmath_t<Host>;
-    constexpr bool wide = std::is_same_v<Host, C>;
-    // The sums: grad_input itself for f32 and f64, an f32 image of its shape for 16-bit. It
-    // lives until the copy below, queued on the same stream, has read it.
-    const Tensor sums =
-        wide ? grad_input : empty(grad_input.shape(), grad_input.options().dtype(dtype_of<C>::value));
-    // Inputs that won no window get no gradient: start from zeros.
-    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(sums.data_ptr<C>(), 0, sums.numel() * sizeof(C), stream));
-    max_pool2d_backward_elements<<<grid_size(total), kBlockSize, 0, stream>>>(
-        device_ptr(grad_output.data_ptr<Host>()), go_at, indices.data_ptr<int64_t>(), out_plane, in_plane,
-        sums.data_ptr<C>(), total);
+    max_pool2d_backward_gather<<<grid_size(total), kBlockSize, 0, stream>>>(
+        device_ptr(grad_output.data_ptr<Host>()), go_at, indices.data_ptr<int64_t>(), s,
+        device_ptr(grad_input.data_ptr<Host>()), total);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
-    // Round each 16-bit gradient once.
-    if constexpr (!wide) copy_kernel(sums, grad_input);
   });
 }
 

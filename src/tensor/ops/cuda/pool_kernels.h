@@ -25,11 +25,12 @@ LOCKSTEP_CUDA_FN(void max_pool2d_kernel(const Tensor& input, int64_t kernel_size
                                         const Tensor& out, const Tensor& indices))
 
 /// grad_input[n, c, indices[n, c, oh, ow]] += grad_output[n, c, oh, ow] for every output
-/// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous;
-/// grad_input: (N, C, H, W), contiguous; it is overwritten. Where windows overlap
-/// (stride < kernel_size), the shares an input element collects are added atomically, in an
-/// order that may vary between runs (last-bit differences); otherwise the result is exact. A
-/// 16-bit gradient is summed in f32 and rounded once.
-LOCKSTEP_CUDA_FN(void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, const Tensor& grad_input))
+/// element. grad_output: (N, C, OH, OW), any strides; indices: the forward's, contiguous, from
+/// the window kernel_size, stride, padding; grad_input: (N, C, H, W), contiguous; it is
+/// overwritten. Each input element gathers its shares from the windows covering it in row-major
+/// order, so that overlapping windows (stride < kernel_size) give the CPU kernel's sums, bit for
+/// bit and on every run. A 16-bit gradient is summed in f32 and rounded once.
+LOCKSTEP_CUDA_FN(void max_pool2d_backward_kernel(const Tensor& grad_output, const Tensor& indices, int64_t kernel_size,
+                                                 int64_t stride, int64_t padding, const Tensor& grad_input))
 
 }  // namespace lockstep::cuda
