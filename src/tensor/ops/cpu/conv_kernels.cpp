@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -200,6 +201,33 @@ void gemm_into(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_
   }
 }
 
+// A weight matrix that the GEMMs of every image (or chunk of images) of a batch multiply: (M, K)
+// with the given strides. For f32 and f64 it is packed once here, so that those GEMMs skip
+// packing it again (cpu::pack_gemm_a, with the same bits as packing it every time); 16-bit
+// weights go to gemm_16bit as they are. Shared read-only by the threads.
+template <class T, class Acc>
+class SharedWeights {
+ public:
+  SharedWeights(int64_t M, int64_t K, const T* A, int64_t rs, int64_t cs) : M_(M), K_(K), A_(A), rs_(rs), cs_(cs) {
+    if constexpr (std::is_same_v<T, Acc>) packed_ = pack_gemm_a<T>(M, K, A, rs, cs);
+  }
+
+  // C = A B + beta C, sums in Acc: B is (K, N).
+  void times(int64_t N, const T* B, int64_t b_rs, int64_t b_cs, Acc beta, Acc* C, int64_t ldc) const {
+    if constexpr (std::is_same_v<T, Acc>) {
+      gemm_packed_a<T>(packed_, N, T(1), B, b_rs, b_cs, beta, C, ldc);
+    } else {
+      gemm_16bit<T>(M_, N, K_, 1.0f, A_, rs_, cs_, B, b_rs, b_cs, beta, C, ldc);
+    }
+  }
+
+ private:
+  int64_t M_, K_;
+  const T* A_;
+  int64_t rs_, cs_;
+  PackedGemmA<T> packed_;  // f32 and f64 only
+};
+
 // Where sums in Acc go: straight into the output `out` when it has that type (f32, f64), else
 // into the f32 scratch `buffer`, which round_into later rounds into out.
 template <class Acc, class T>
@@ -335,6 +363,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* y = out.data_ptr<T>();
+    const SharedWeights<T, Acc> weights(out_channels, patch, w, patch, 1);  // W: (C_out, patch)
     for_each_share(chunks, batch_shares(chunks), [&](int64_t first, int64_t last) {
       std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels), reused for each chunk
       std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
@@ -351,8 +380,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
           for (int64_t co = 0; co < out_channels; ++co)
             std::fill(acc + co * columns, acc + (co + 1) * columns, static_cast<Acc>(b[co]));
         }
-        gemm_into<T, Acc>(out_channels, columns, patch, w, patch, 1, cols.data(), columns, 1, Acc(b ? 1 : 0), acc,
-                          columns);
+        weights.times(columns, cols.data(), columns, 1, Acc(b ? 1 : 0), acc, columns);
         if (m > 1) {
           for (int64_t i = 0; i < m; ++i) out_of_chunk(acc, out_channels, pixels, i, m, y0 + i * out_channels * pixels);
         } else if constexpr (!wide) {
@@ -378,6 +406,9 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     const T* w = weight.data_ptr<T>();  // (C_out, patch)
     T* dx = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
     T* dw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+    // W^T: (patch, C_out), the weights as the patches' gradient multiplies them.
+    std::optional<SharedWeights<T, Acc>> weights_t;
+    if (dx) weights_t.emplace(patch, out_channels, w, 1, patch);
     // Each group sums dW over its own images; the groups are added in order at the end.
     std::vector<std::vector<Acc>> dw_groups(dw ? groups : 0, std::vector<Acc>(out_channels * patch, Acc(0)));
 
@@ -417,7 +448,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
           if (dx) {
             // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
             Acc* patches = sums_for(cols.data(), grad_cols);
-            gemm_into<T, Acc>(patch, columns, out_channels, w, 1, patch, dyc, columns, 1, Acc(0), patches, columns);
+            weights_t->times(columns, dyc, columns, 1, Acc(0), patches, columns);
             for (int64_t i = 0; i < m; ++i) {
               const Acc* mine = patches;
               if (m > 1) {

@@ -225,6 +225,15 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
       }
     }
   }
+  // A row-major B (cs == 1: a convolution's patches, its output gradient) has each row's values
+  // side by side already: a copy of nr values per row.
+  if (cs == 1) {
+    for (; p < kc; ++p) {
+      T* row = out + p * NR;
+      std::memcpy(row, B + p * rs, nr * sizeof(T));
+      std::fill(row + nr, row + NR, T(0));
+    }
+  }
   // The general case, and what is left of the fast one: one value at a time.
   for (; p < kc; ++p) {
     const T* b = B + p * rs;
@@ -312,16 +321,30 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
   }
 }
 
+// K in slices of at most KC, all about the same length: K = 288 becomes 144 + 144 rather
+// than 256 + 32, whose second pass over C would do little arithmetic for its memory traffic.
+template <class T>
+int64_t k_slice(int64_t K) {
+  return ceil_div(K, ceil_div(K, Blocking<T>::kKC));
+}
+
+// Where gemm_blocked finds the packed panels of A for rows [ic, ...) of the K slice that starts
+// at pc and is kc long, in a whole A packed by pack_gemm_a: slice after slice (each slice but
+// the last k_slice long), each slice's MR-row panels one after another.
+template <class T>
+const T* packed_a_block(const T* panels, int64_t M, int64_t pc, int64_t ic, int64_t kc) {
+  return panels + pc * round_up(M, Blocking<T>::kMR) + ic * kc;
+}
+
 // The blocked algorithm of the file comment, for C whose element (i, j) is
-// C[i * c_rs + j * c_cs].
+// C[i * c_rs + j * c_cs]. With `prepacked_a` (from pack_gemm_a) A is not packed again.
 template <class T>
 void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t a_row_stride,
                   int64_t a_col_stride, const T* B, int64_t b_row_stride, int64_t b_col_stride,
-                  T beta, T* C, int64_t c_rs, int64_t c_cs) {
+                  T beta, T* C, int64_t c_rs, int64_t c_cs, const T* prepacked_a = nullptr) {
   constexpr int MR = Blocking<T>::kMR;
   constexpr int NR = Blocking<T>::kNR;
   constexpr int64_t MC = Blocking<T>::kMC;
-  constexpr int64_t KC = Blocking<T>::kKC;
   constexpr int64_t NC = Blocking<T>::kNC;
 
   // Split the M rows into blocks of at most MC rows, and into a multiple of the thread
@@ -334,9 +357,7 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
   const int64_t mc_max = round_up(ceil_div(M, row_blocks), MR);
   row_blocks = ceil_div(M, mc_max);
 
-  // K in slices of at most KC, all about the same length: K = 288 becomes 144 + 144 rather
-  // than 256 + 32, whose second pass over C would do little arithmetic for its memory traffic.
-  const int64_t kc_max = ceil_div(K, ceil_div(K, KC));
+  const int64_t kc_max = k_slice<T>(K);
   const int64_t nc_max = std::min(NC, round_up(N, NR));
 
   // One packed B block shared by all threads: it is the big one (up to KC x NC), it lives
@@ -348,7 +369,7 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
   {
     // Each thread packs its own A blocks into a private buffer that stays in its own L2.
     static thread_local std::vector<T> packed_a_buffer;
-    T* const packed_a = scratch(packed_a_buffer, mc_max * kc_max);
+    T* const packed_a = prepacked_a ? nullptr : scratch(packed_a_buffer, mc_max * kc_max);
     for (int64_t jc = 0; jc < N; jc += NC) {
       const int64_t nc = std::min(NC, N - jc);
       for (int64_t pc = 0; pc < K; pc += kc_max) {
@@ -373,10 +394,13 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
         for (int64_t block = 0; block < row_blocks; ++block) {
           const int64_t ic = block * mc_max;
           const int64_t mc = std::min(mc_max, M - ic);
-          pack_a(mc, kc, A + ic * a_row_stride + pc * a_col_stride, a_row_stride,
-                 a_col_stride, packed_a);
-          macro_kernel(mc, nc, kc, alpha, packed_a, packed_b, beta_here,
-                       C + ic * c_rs + jc * c_cs, c_rs, c_cs);
+          const T* a_block = packed_a;
+          if (prepacked_a) {
+            a_block = packed_a_block(prepacked_a, M, pc, ic, kc);
+          } else {
+            pack_a(mc, kc, A + ic * a_row_stride + pc * a_col_stride, a_row_stride, a_col_stride, packed_a);
+          }
+          macro_kernel(mc, nc, kc, alpha, a_block, packed_b, beta_here, C + ic * c_rs + jc * c_cs, c_rs, c_cs);
         }
       }
     }
@@ -387,6 +411,21 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 template <class T>
 int64_t padded_work(int64_t M, int64_t N) {
   return round_up(M, Blocking<T>::kMR) * round_up(N, Blocking<T>::kNR);
+}
+
+// gemm's choice of path for an M x N x K product.
+enum class GemmPath { kDirect, kBlocked, kTransposed };
+
+template <class T>
+GemmPath choose_path(int64_t M, int64_t N, int64_t K) {
+  if (M * N * K < kSmallProblem) return GemmPath::kDirect;
+  // A product much narrower than a tile (a 32 x 9 weight gradient, NR = 32) would spend most
+  // of every tile's arithmetic on zero padding. C^T = B^T A^T has the same elements, each
+  // summed in the same order, so where it pads less we compute that instead. (Only where
+  // there are enough rows of C^T to give every thread a row block.)
+  const bool transpose = padded_work<T>(N, M) * 4 < padded_work<T>(M, N) * 3 &&
+                         ceil_div(N, Blocking<T>::kMR) >= gemm_threads();
+  return transpose ? GemmPath::kTransposed : GemmPath::kBlocked;
 }
 
 }  // namespace
@@ -402,25 +441,49 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
     scale_c(M, N, beta, C, c_row_stride);
     return;
   }
-  if (M * N * K < kSmallProblem) {
-    gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
-                b_col_stride, beta, C, c_row_stride);
+  switch (choose_path<T>(M, N, K)) {
+    case GemmPath::kDirect:
+      gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride, beta, C,
+                  c_row_stride);
+      break;
+    case GemmPath::kTransposed:
+      // A and B swap places with their strides swapped, and C is written transposed.
+      gemm_blocked(N, M, K, alpha, B, b_col_stride, b_row_stride, A, a_col_stride, a_row_stride, beta, C,
+                   int64_t(1), c_row_stride);
+      break;
+    case GemmPath::kBlocked:
+      gemm_blocked(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride, beta, C,
+                   c_row_stride, int64_t(1));
+      break;
+  }
+}
+
+template <class T>
+PackedGemmA<T> pack_gemm_a(int64_t M, int64_t K, const T* A, int64_t a_row_stride, int64_t a_col_stride) {
+  PackedGemmA<T> packed{M, K, A, a_row_stride, a_col_stride, {}};
+  if (M <= 0 || K <= 0) return packed;
+  // Every K slice as gemm_blocked cuts it, all M rows of it in MR-row panels.
+  const int64_t kc_max = k_slice<T>(K);
+  packed.panels.resize(round_up(M, Blocking<T>::kMR) * K);
+  for (int64_t pc = 0; pc < K; pc += kc_max) {
+    const int64_t kc = std::min(kc_max, K - pc);
+    pack_a(M, kc, A + pc * a_col_stride, a_row_stride, a_col_stride,
+           packed.panels.data() + pc * round_up(M, Blocking<T>::kMR));
+  }
+  return packed;
+}
+
+template <class T>
+void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride, int64_t b_col_stride,
+          T beta, T* C, int64_t c_row_stride) {
+  // The panels serve only gemm_blocked's own path; the others read A as it is.
+  if (A.M <= 0 || N <= 0 || A.K <= 0 || alpha == T(0) || choose_path<T>(A.M, N, A.K) != GemmPath::kBlocked) {
+    gemm(A.M, N, A.K, alpha, A.A, A.row_stride, A.col_stride, B, b_row_stride, b_col_stride, beta, C,
+         c_row_stride);
     return;
   }
-  // A product much narrower than a tile (a 32 x 9 weight gradient, NR = 32) would spend most
-  // of every tile's arithmetic on zero padding. C^T = B^T A^T has the same elements, each
-  // summed in the same order, so where it pads less we compute that instead: A and B swap
-  // places with their strides swapped, and C is written transposed. (Only where there are
-  // enough rows of C^T to give every thread a row block.)
-  const bool transpose = padded_work<T>(N, M) * 4 < padded_work<T>(M, N) * 3 &&
-                         ceil_div(N, Blocking<T>::kMR) >= gemm_threads();
-  if (transpose) {
-    gemm_blocked(N, M, K, alpha, B, b_col_stride, b_row_stride, A, a_col_stride, a_row_stride,
-                 beta, C, int64_t(1), c_row_stride);
-  } else {
-    gemm_blocked(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride,
-                 beta, C, c_row_stride, int64_t(1));
-  }
+  gemm_blocked(A.M, N, A.K, alpha, A.A, A.row_stride, A.col_stride, B, b_row_stride, b_col_stride, beta, C,
+               c_row_stride, int64_t(1), A.panels.data());
 }
 
 template void gemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
@@ -428,5 +491,11 @@ template void gemm<float>(int64_t, int64_t, int64_t, float, const float*, int64_
 template void gemm<double>(int64_t, int64_t, int64_t, double, const double*, int64_t,
                            int64_t, const double*, int64_t, int64_t, double, double*,
                            int64_t);
+template PackedGemmA<float> pack_gemm_a<float>(int64_t, int64_t, const float*, int64_t, int64_t);
+template PackedGemmA<double> pack_gemm_a<double>(int64_t, int64_t, const double*, int64_t, int64_t);
+template void gemm_packed_a<float>(const PackedGemmA<float>&, int64_t, float, const float*, int64_t, int64_t, float, float*,
+                          int64_t);
+template void gemm_packed_a<double>(const PackedGemmA<double>&, int64_t, double, const double*, int64_t, int64_t, double,
+                           double*, int64_t);
 
 }  // namespace lockstep::cpu

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace lockstep::cpu {
 
@@ -43,6 +44,33 @@ template <class T>
 void gemm(int64_t M, int64_t N, int64_t K, T alpha,
           const T* A, int64_t a_row_stride, int64_t a_col_stride,
           const T* B, int64_t b_row_stride, int64_t b_col_stride,
+          T beta, T* C, int64_t c_row_stride);
+
+/// The A operand of many products packed once: a convolution's weights, which every image of
+/// a batch multiplies. gemm() packs A into MR-row panels on every call (gemm.cpp); packing it
+/// here once lets the products that share it skip that step. Made by pack_gemm_a(), read by
+/// gemm_packed_a(), and read-only in between, so threads may share one.
+///
+/// It also keeps A itself (the pointer and strides, which must stay valid): where gemm() would
+/// take another path for a product (a small one, or one computed as C^T = B^T A^T),
+/// gemm_packed_a() takes it too, so its results are gemm()'s, bit for bit.
+template <class T>
+struct PackedGemmA {
+  int64_t M = 0, K = 0;                 ///< A is (M, K).
+  const T* A = nullptr;                 ///< A's element (0, 0).
+  int64_t row_stride = 0, col_stride = 0;  ///< A's strides, as gemm() takes them.
+  std::vector<T> panels;                ///< A in gemm's packed layout, slice by slice of K.
+};
+
+/// Packs the (M, K) matrix A (element (i, k) at `A[i * a_row_stride + k * a_col_stride]`) for
+/// gemm_packed_a(). Instantiated for `float` and `double`.
+template <class T>
+PackedGemmA<T> pack_gemm_a(int64_t M, int64_t K, const T* A, int64_t a_row_stride, int64_t a_col_stride);
+
+/// `C = alpha * A * B + beta * C` with A packed by pack_gemm_a(): the same operands, threads and
+/// results as gemm() with A's pointer and strides, without packing A again.
+template <class T>
+void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride, int64_t b_col_stride,
           T beta, T* C, int64_t c_row_stride);
 
 }  // namespace lockstep::cpu
