@@ -27,6 +27,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "tensor/ops/cpu/gemm_blocking.h"
 
 namespace lockstep::cpu {
@@ -243,8 +247,56 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
   }
 }
 
+// The first `lanes` values of a vector at `from` (the rest zero), and their store back: a whole
+// vector where lanes is the width, else masked moves with AVX-512 (and a copy of lanes values
+// elsewhere), which touch no memory past the last lane.
+template <class T, class Vec>
+void load_lanes(const T* from, int64_t lanes, Vec& v) {
+  if (lanes == static_cast<int64_t>(sizeof(Vec) / sizeof(T))) {
+    std::memcpy(&v, from, sizeof(Vec));
+    return;
+  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 r = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << lanes) - 1), from);
+    std::memcpy(&v, &r, sizeof(Vec));
+    return;
+  } else {
+    const __m512d r = _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << lanes) - 1), from);
+    std::memcpy(&v, &r, sizeof(Vec));
+    return;
+  }
+#endif
+  v = Vec{};
+  std::memcpy(&v, from, lanes * sizeof(T));
+}
+
+template <class T, class Vec>
+void store_lanes(T* to, int64_t lanes, const Vec& v) {
+  if (lanes == static_cast<int64_t>(sizeof(Vec) / sizeof(T))) {
+    std::memcpy(to, &v, sizeof(Vec));
+    return;
+  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    __m512 r;
+    std::memcpy(&r, &v, sizeof(Vec));
+    _mm512_mask_storeu_ps(to, static_cast<__mmask16>((1u << lanes) - 1), r);
+    return;
+  } else {
+    __m512d r;
+    std::memcpy(&r, &v, sizeof(Vec));
+    _mm512_mask_storeu_pd(to, static_cast<__mmask8>((1u << lanes) - 1), r);
+    return;
+  }
+#endif
+  std::memcpy(to, &v, lanes * sizeof(T));
+}
+
 // The micro-kernel: C = alpha * (MR x kc panel of A) * (kc x NR panel of B) + beta * C, for
-// one full MR x NR tile of C with row stride ldc and contiguous rows; both panels are packed.
+// the mr x nr part of one MR x NR tile of C (an edge tile is computed whole on the panels' zero
+// padding, and only its real part stored) with row stride ldc and contiguous rows; both panels
+// are packed.
 // Each step p is a rank-1 update: row p of the B panel (NR values, NV vectors) times each of
 // the MR values of column p of the A panel. The accumulator `acc` has constant bounds, so it
 // lives in MR * NV registers, and each B vector is loaded once per step and then used MR
@@ -257,7 +309,7 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
 template <class T>
 __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
                                             const T* __restrict b, T alpha, T beta,
-                                            T* __restrict c, int64_t ldc) {
+                                            T* __restrict c, int64_t ldc, int64_t mr, int64_t nr) {
   using S = Simd<T>;
   using Vec = typename S::Vec;
   constexpr int MR = Blocking<T>::kMR;
@@ -276,17 +328,23 @@ __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
     a += MR;
     b += NR;
   }
-  // The same formula as update_tile, a vector at a time; beta == 0 must not read C.
+  // The same formula as update_tile, a vector at a time; beta == 0 must not read C. Only the
+  // first mr rows and nr columns are C's.
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
+    if (i >= mr) continue;
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
+      const int64_t lanes = std::min<int64_t>(S::kWidth, nr - v * S::kWidth);
+      if (lanes <= 0) continue;
       T* out = c + i * ldc + v * S::kWidth;
       Vec result = alpha * acc[i][v];
       if (beta != T(0)) {
         Vec old;
-        std::memcpy(&old, out, sizeof(Vec));
+        load_lanes(out, lanes, old);
         result = alpha * acc[i][v] + beta * old;
       }
-      std::memcpy(out, &result, sizeof(Vec));
+      store_lanes(out, lanes, result);
     }
   }
 }
@@ -309,12 +367,11 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
       for (int64_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * c_rs, 1);
       const T* a = packed_a + ir * kc;
       const T* b = packed_b + jr * kc;
-      if (mr == MR && nr == NR && c_cs == 1) {
-        micro_kernel(kc, a, b, alpha, beta, c, c_rs);
+      if (c_cs == 1) {
+        micro_kernel(kc, a, b, alpha, beta, c, c_rs, mr, nr);
       } else {
-        // An edge tile (computed in full on the zero padding, of which only mr x nr is
-        // real) or a transposed C: compute into `ab`, then update C element by element.
-        micro_kernel(kc, a, b, T(1), T(0), ab, NR);
+        // A transposed C: compute the tile into `ab`, then update C element by element.
+        micro_kernel(kc, a, b, T(1), T(0), ab, NR, MR, NR);
         update_tile(mr, nr, ab, NR, alpha, beta, c, c_rs, c_cs);
       }
     }
