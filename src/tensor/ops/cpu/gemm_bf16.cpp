@@ -212,14 +212,16 @@ LOCKSTEP_AVX512_BF16 void pack_b_panel(int64_t nr, int64_t kc, const BFloat16* B
   }
 }
 
-// The micro-kernel: C = alpha * (A panel) * (B panel) + beta * C for one full MR x NR tile of
-// C with contiguous rows `ldc` apart, over `pairs` pair words of each panel. Step q broadcasts
+// The micro-kernel: C = alpha * (A panel) * (B panel) + beta * C for the mr x nr part of one
+// MR x NR tile of C (an edge tile is computed whole on the panels' zero padding, and only its
+// real part stored, with masked moves) with contiguous rows `ldc` apart, over `pairs` pair words
+// of each panel. Step q broadcasts
 // each row's A word to 16 lanes and adds its two products with each of the NV B registers.
 // The accumulators live in registers for the whole loop; noinline for the reason given at
 // gemm.cpp's micro-kernel.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) void micro_kernel(
     int64_t pairs, const uint32_t* __restrict a, const uint32_t* __restrict b, float alpha,
-    float beta, float* __restrict c, int64_t ldc) {
+    float beta, float* __restrict c, int64_t ldc, int64_t mr, int64_t nr) {
   __m512 acc[kMR][kNV];
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i)
@@ -238,21 +240,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) void m
     a += kMR;
     b += kNR;
   }
-  // The same formula as update_tile, 16 lanes at a time.
+  // The same formula as update_tile, 16 lanes at a time, on the first mr rows and nr columns.
   const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
 #pragma GCC unroll 8
-  for (int i = 0; i < kMR; ++i)
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= mr) continue;
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v) {
+      const int64_t lanes = std::min<int64_t>(16, nr - 16 * v);
+      if (lanes <= 0) continue;
+      const __mmask16 mask = lanes == 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
       float* out = c + i * ldc + 16 * v;
       __m512 result = _mm512_mul_ps(alpha_v, acc[i][v]);
-      if (beta != 0.0f) result = _mm512_add_ps(result, _mm512_mul_ps(beta_v, _mm512_loadu_ps(out)));
-      _mm512_storeu_ps(out, result);
+      if (beta != 0.0f) result = _mm512_add_ps(result, _mm512_mul_ps(beta_v, _mm512_maskz_loadu_ps(mask, out)));
+      _mm512_mask_storeu_ps(out, mask, result);
     }
+  }
 }
 
 // C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR tile at a time; C's element
-// (i, j) is C[i * c_rs + j * c_cs]. Edge tiles and a transposed C go through `ab`.
+// (i, j) is C[i * c_rs + j * c_cs]. A transposed C goes through `ab`.
 void macro_kernel(int64_t mc, int64_t nc, int64_t kc, float alpha, const uint32_t* packed_a,
                   const uint32_t* packed_b, float beta, float* C, int64_t c_rs, int64_t c_cs) {
   const int64_t pairs = ceil_div(kc, 2);
@@ -264,10 +271,10 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, float alpha, const uint32_
       float* c = C + ir * c_rs + jr * c_cs;
       const uint32_t* a = packed_a + ir * pairs;
       const uint32_t* b = packed_b + jr * pairs;
-      if (mr == kMR && nr == kNR && c_cs == 1) {
-        micro_kernel(pairs, a, b, alpha, beta, c, c_rs);
+      if (c_cs == 1) {
+        micro_kernel(pairs, a, b, alpha, beta, c, c_rs, mr, nr);
       } else {
-        micro_kernel(pairs, a, b, 1.0f, 0.0f, ab, kNR);
+        micro_kernel(pairs, a, b, 1.0f, 0.0f, ab, kNR, kMR, kNR);
         update_tile<float>(mr, nr, ab, kNR, alpha, beta, c, c_rs, c_cs);
       }
     }
