@@ -303,8 +303,10 @@ def write_svg(path, rows, title, base):
     """Horizontal bars: seconds per epoch for each configuration that ran, speed-up and accuracy
     written beside each bar."""
     ran = [r for r in rows if r.result]
-    left, bar_h, gap, width, top = 300, 26, 12, 900, 70
-    height = top + len(ran) * (bar_h + gap) + 50
+    missing = [r for r in rows if not r.result]
+    left, bar_h, gap, width, top, note_h = 300, 26, 12, 900, 70, 16
+    # One line of small print under the bars for each configuration that did not run.
+    height = top + len(ran) * (bar_h + gap) + 30 + (note_h * (len(missing) + 1) if missing else 20)
     longest = max((r.result["epoch_s"] for r in ran), default=1.0)
     scale = (width - left - 230) / longest
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -322,10 +324,12 @@ def write_svg(path, rows, title, base):
                 f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{color}"/>',
                 f'<text x="{left + w + 8:.1f}" y="{y + bar_h * 0.7}">{r.result["epoch_s"]:.1f} s{speedup} · '
                 f'{100 * r.result["test_acc"]:.1f}%</text>']
-    missing = [r for r in rows if not r.result]
     if missing:
-        note = "not run: " + "; ".join(f"{r.label} ({r.reason})" for r in missing)
-        svg.append(f'<text x="20" y="{height - 18}" font-size="12" fill="#555">{esc(note[:150])}</text>')
+        y = top + len(ran) * (bar_h + gap) + 30
+        svg.append(f'<text x="20" y="{y}" font-size="12" fill="#555">not run:</text>')
+        for i, r in enumerate(missing):
+            svg.append(f'<text x="30" y="{y + note_h * (i + 1)}" font-size="12" fill="#555">'
+                       f'{esc(r.label)}: {esc(r.reason)}</text>')
     svg.append("</svg>")
     Path(path).write_text("\n".join(svg) + "\n")
 
