@@ -148,6 +148,9 @@ def main():
     for epoch in range(1, a.epochs + 1):
         model.train()
         order = torch.randperm(len(train_x), generator=shuffle)
+        # The epoch's mean training loss, as ./chapter2 reports it: summed on the device and read
+        # once at the end (reading it every step would make the CPU wait for the GPU).
+        loss_sum, epoch_steps = torch.zeros((), device=device), 0
         synchronize()
         start = time.perf_counter()
         for i in range(0, len(order), a.batch_size):
@@ -159,22 +162,26 @@ def main():
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
+            loss_sum += loss.detach().float()
+            epoch_steps += 1
             samples += len(idx)
             steps += 1
             if a.max_steps and steps >= a.max_steps:
                 break
         synchronize()
-        loss_value = loss.item()
         epoch_seconds = time.perf_counter() - start  # training only, as chapter2 measures it
+        loss_value = loss_sum.item() / epoch_steps
         train_seconds += epoch_seconds
         model.eval()
-        correct = 0
+        correct, test_loss_sum = 0, 0.0
         with torch.no_grad(), autocast():
             for i in range(0, len(test_x), 1000):
-                pred = model(to_device(test_x[i:i + 1000])).argmax(1)
-                correct += (pred == to_device(test_y[i:i + 1000])).sum().item()
+                logits, y = model(to_device(test_x[i:i + 1000])), to_device(test_y[i:i + 1000])
+                test_loss_sum += F.cross_entropy(logits.float(), y, reduction="sum").item()
+                correct += (logits.argmax(1) == y).sum().item()
         acc = correct / len(test_x)
-        print(f"epoch {epoch}: train_loss {loss_value:.4f} test_acc {acc:.4f} epoch_s {epoch_seconds:.2f}")
+        print(f"epoch {epoch}: train_loss {loss_value:.4f} test_loss {test_loss_sum / len(test_x):.4f} "
+              f"test_acc {acc:.4f} epoch_s {epoch_seconds:.2f}")
         if a.max_steps and steps >= a.max_steps:
             break
     print(f"RESULT chapter=2 model={a.model} device={device_name} world=1 epochs={epoch} batch={a.batch_size} "
