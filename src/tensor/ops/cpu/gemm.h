@@ -56,10 +56,12 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
 /// gemm_packed_a() takes it too, so its results are gemm()'s, bit for bit.
 template <class T>
 struct PackedGemmA {
-  int64_t M = 0, K = 0;                 ///< A is (M, K).
-  const T* A = nullptr;                 ///< A's element (0, 0).
-  int64_t row_stride = 0, col_stride = 0;  ///< A's strides, as gemm() takes them.
-  std::vector<T> panels;                ///< A in gemm's packed layout, slice by slice of K.
+  int64_t M = 0;            ///< Rows of A.
+  int64_t K = 0;            ///< Columns of A.
+  const T* A = nullptr;     ///< A's element (0, 0).
+  int64_t row_stride = 0;   ///< Distance between A(i, k) and A(i + 1, k), as gemm() takes it.
+  int64_t col_stride = 0;   ///< Distance between A(i, k) and A(i, k + 1).
+  std::vector<T> panels;    ///< A in gemm's packed layout, slice by slice of K.
 };
 
 /// Packs the (M, K) matrix A (element (i, k) at `A[i * a_row_stride + k * a_col_stride]`) for
@@ -70,7 +72,7 @@ PackedGemmA<T> pack_gemm_a(int64_t M, int64_t K, const T* A, int64_t a_row_strid
 /// `C = alpha * A * B + beta * C` with A packed by pack_gemm_a(): the same operands, threads and
 /// results as gemm() with A's pointer and strides, without packing A again.
 template <class T>
-void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride, int64_t b_col_stride,
-          T beta, T* C, int64_t c_row_stride);
+void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride,
+                   int64_t b_col_stride, T beta, T* C, int64_t c_row_stride);
 
 }  // namespace lockstep::cpu
