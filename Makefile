@@ -206,7 +206,7 @@ figures: configure mpirun-as-root
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices cnn_roofline
 	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
 	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures \
 	  chapters/ch06_syncbn_checkpoints/figures
@@ -215,6 +215,8 @@ figures: configure mpirun-as-root
 	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
 	$(BUILD_DIR)/chapter2 --device cpu --max-steps 10 --trace $(FIGURE_RUNS)/ch2-trace.json > $(FIGURE_RUNS)/ch2-trace.log
 	$(FIGURE_PYTHON)/step_breakdown.py $(FIGURE_RUNS)/ch2-trace.json chapters/ch02_training/figures/step_breakdown.svg
+	$(BUILD_DIR)/tests/cnn_roofline --csv $(FIGURE_RUNS)/roofline.csv > $(FIGURE_RUNS)/roofline.log
+	$(FIGURE_PYTHON)/roofline.py $(FIGURE_RUNS)/roofline.csv chapters/ch02_training/figures/roofline.svg
 	$(BUILD_DIR)/chapter3 --device cpu --max-steps 4 --trace $(FIGURE_RUNS)/ch3-trace.json > $(FIGURE_RUNS)/ch3-trace.log
 	$(FIGURE_PYTHON)/phases_timeline.py $(FIGURE_RUNS)/ch3-trace.json chapters/ch03_data_parallel/figures/phases_timeline.svg
 	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
