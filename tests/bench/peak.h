@@ -66,6 +66,9 @@ double best_rate(Kernel kernel, double flops_per_iteration, double seconds, bool
 }
 
 #if defined(__AVX512F__)
+inline const char* const kIsa = "avx512";
+constexpr int kLanes = 16;
+
 // The lanes' sum (through memory: GCC 12's _mm512_reduce_add_ps warns about its own header).
 inline float lane_sum(__m512 v) {
   alignas(64) float lanes[16];
@@ -74,55 +77,32 @@ inline float lane_sum(__m512 v) {
   for (float lane : lanes) sum += lane;
   return sum;
 }
-
-inline const char* const kIsa = "avx512";
-constexpr int kLanes = 16;
-
-inline float f32_fma(int64_t iterations) {
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * static_cast<float>(c));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (int64_t i = 0; i < iterations; ++i) {
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-  }
-  __m512 total = acc[0];
-  for (int c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
-  return lane_sum(total);
-}
 #elif defined(__AVX2__) && defined(__FMA__)
 inline const char* const kIsa = "avx2+fma";
 constexpr int kLanes = 8;
-
-inline float f32_fma(int64_t iterations) {
-  __m256 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  for (int64_t i = 0; i < iterations; ++i) {
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-  }
-  __m256 total = acc[0];
-  for (int c = 1; c < kChains; ++c) total = _mm256_add_ps(total, acc[c]);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, total);
-  float sum = 0.0f;
-  for (float lane : lanes) sum += lane;
-  return sum;
-}
 #else
 inline const char* const kIsa = "scalar";
 constexpr int kLanes = 1;
+#endif
 
+// kChains chains of acc = acc * a + b on vectors of kLanes floats, written with the GCC vector
+// extension: each step compiles to one FMA instruction of the widest vectors the build may use
+// (GCC contracts a multiply and an add into an FMA by default), and to a multiply and an add on
+// a CPU without FMA.
 inline float f32_fma(int64_t iterations) {
-  float acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = 0.001f * static_cast<float>(c);
+  typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+  Vec acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = Vec{} + 0.001f * static_cast<float>(c);
+  const Vec a = Vec{} + 0.999f, b = Vec{} + 0.001f;
   for (int64_t i = 0; i < iterations; ++i) {
-    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * 0.999f + 0.001f;
+    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
   }
+  Vec total = acc[0];
+  for (int c = 1; c < kChains; ++c) total += acc[c];
   float sum = 0.0f;
-  for (float value : acc) sum += value;
+  for (int l = 0; l < kLanes; ++l) sum += total[l];
   return sum;
 }
-#endif
 
 #if defined(__AVX512BF16__)
 constexpr bool kHasBf16Dot = true;
