@@ -208,24 +208,25 @@ void gemm_into(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_
 template <class T, class Acc>
 class SharedWeights {
  public:
-  SharedWeights(int64_t M, int64_t K, const T* A, int64_t rs, int64_t cs) : M_(M), K_(K), A_(A), rs_(rs), cs_(cs) {
-    if constexpr (std::is_same_v<T, Acc>) packed_ = pack_gemm_a<T>(M, K, A, rs, cs);
+  SharedWeights(int64_t M, int64_t K, const T* A, int64_t rs, int64_t cs) {
+    if constexpr (std::is_same_v<T, Acc>) {
+      a_ = pack_gemm_a<T>(M, K, A, rs, cs);
+    } else {
+      a_ = PackedGemmA<T>{M, K, A, rs, cs, {}};  // the operand alone, no panels
+    }
   }
 
   // C = A B + beta C, sums in Acc: B is (K, N).
   void times(int64_t N, const T* B, int64_t b_rs, int64_t b_cs, Acc beta, Acc* C, int64_t ldc) const {
     if constexpr (std::is_same_v<T, Acc>) {
-      gemm_packed_a<T>(packed_, N, T(1), B, b_rs, b_cs, beta, C, ldc);
+      gemm_packed_a<T>(a_, N, T(1), B, b_rs, b_cs, beta, C, ldc);
     } else {
-      gemm_16bit<T>(M_, N, K_, 1.0f, A_, rs_, cs_, B, b_rs, b_cs, beta, C, ldc);
+      gemm_into<T, Acc>(a_.M, N, a_.K, a_.A, a_.row_stride, a_.col_stride, B, b_rs, b_cs, beta, C, ldc);
     }
   }
 
  private:
-  int64_t M_, K_;
-  const T* A_;
-  int64_t rs_, cs_;
-  PackedGemmA<T> packed_;  // f32 and f64 only
+  PackedGemmA<T> a_;
 };
 
 // Where sums in Acc go: straight into the output `out` when it has that type (f32, f64), else
