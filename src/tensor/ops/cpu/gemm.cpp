@@ -229,15 +229,6 @@ void pack_b_panel(int64_t nr, int64_t kc, const T* B, int64_t rs, int64_t cs, T*
       }
     }
   }
-  // A row-major B (cs == 1: a convolution's patches, its output gradient) has each row's values
-  // side by side already: a copy of nr values per row.
-  if (cs == 1) {
-    for (; p < kc; ++p) {
-      T* row = out + p * NR;
-      std::memcpy(row, B + p * rs, nr * sizeof(T));
-      std::fill(row + nr, row + NR, T(0));
-    }
-  }
   // The general case, and what is left of the fast one: one value at a time.
   for (; p < kc; ++p) {
     const T* b = B + p * rs;
@@ -531,8 +522,8 @@ PackedGemmA<T> pack_gemm_a(int64_t M, int64_t K, const T* A, int64_t a_row_strid
 }
 
 template <class T>
-void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride, int64_t b_col_stride,
-          T beta, T* C, int64_t c_row_stride) {
+void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride,
+                   int64_t b_col_stride, T beta, T* C, int64_t c_row_stride) {
   // The panels serve only gemm_blocked's own path; the others read A as it is.
   if (A.M <= 0 || N <= 0 || A.K <= 0 || alpha == T(0) || choose_path<T>(A.M, N, A.K) != GemmPath::kBlocked) {
     gemm(A.M, N, A.K, alpha, A.A, A.row_stride, A.col_stride, B, b_row_stride, b_col_stride, beta, C,
@@ -550,9 +541,9 @@ template void gemm<double>(int64_t, int64_t, int64_t, double, const double*, int
                            int64_t);
 template PackedGemmA<float> pack_gemm_a<float>(int64_t, int64_t, const float*, int64_t, int64_t);
 template PackedGemmA<double> pack_gemm_a<double>(int64_t, int64_t, const double*, int64_t, int64_t);
-template void gemm_packed_a<float>(const PackedGemmA<float>&, int64_t, float, const float*, int64_t, int64_t, float, float*,
-                          int64_t);
-template void gemm_packed_a<double>(const PackedGemmA<double>&, int64_t, double, const double*, int64_t, int64_t, double,
-                           double*, int64_t);
+template void gemm_packed_a<float>(const PackedGemmA<float>&, int64_t, float, const float*, int64_t, int64_t,
+                                   float, float*, int64_t);
+template void gemm_packed_a<double>(const PackedGemmA<double>&, int64_t, double, const double*, int64_t, int64_t,
+                                    double, double*, int64_t);
 
 }  // namespace lockstep::cpu
