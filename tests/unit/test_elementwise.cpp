@@ -199,6 +199,26 @@ TEST(Reduce, LargeSumsGiveTheSameBitsWithAnyThreadCount) {
   }
 }
 
+// The sum kernel takes several runs of additions in one loop (the images of a convolution's bias
+// gradient, the outputs of a linear layer's), each run summed as it would be alone: f64, where
+// any change of order shows in the last bits, against the runs summed one at a time.
+TEST(Reduce, RunsSummedTogetherGiveTheBitsOfEachRunAlone) {
+  Generator gen(4);
+  const TensorOptions f64 = TensorOptions().dtype(DType::f64);
+  // A linear layer's bias gradient: dy (37, 13) over dim 0, 13 outputs of 37 strided values.
+  const Tensor dy = randn({37, 13}, f64, &gen);
+  const std::vector<double> columns = sum(dy, {0}).to_vector<double>();
+  for (int64_t c = 0; c < 13; ++c) EXPECT_EQ(columns[c], sum(dy.select(1, c)).item()) << "output " << c;
+  // A convolution's: dy (19, 3, 5, 7) over {0, 2, 3}, each channel the images' sums added in order.
+  const Tensor maps = randn({19, 3, 5, 7}, f64, &gen);
+  const std::vector<double> channels = sum(maps, {0, 2, 3}).to_vector<double>();
+  for (int64_t c = 0; c < 3; ++c) {
+    double images = 0;
+    for (int64_t n = 0; n < 19; ++n) images += sum(maps.select(0, n).select(0, c)).item();
+    EXPECT_EQ(channels[c], images) << "channel " << c;
+  }
+}
+
 TEST(Reduce, GradientsMatchFiniteDifferences) {
   const auto x = random_input({2, 3, 4}, 8);
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& t) { return sum(t[0]); }, {x}));

@@ -16,26 +16,65 @@ namespace lockstep::cpu {
 
 namespace {
 
-// Adds n values spaced `stride` apart, in Acc. Eight running sums rather than one: a single
-// chain of additions waits for each addition to finish (4 cycles for a double) before the
-// next starts, while eight independent chains keep the adder busy and let the compiler use
-// vector instructions. They are added up in a fixed order, so the result is reproducible.
-template <class Acc, class T>
-Acc sum_strided(const T* x, int64_t n, int64_t stride) {
+// Adds n values spaced `stride` apart, in Acc, for `Ways` such runs at once, the w-th starting
+// at x + w * way_step. Eight running sums per run rather than one: a single chain of additions
+// waits for each addition to finish (4 cycles for a double) before the next starts, while eight
+// independent chains keep the adder busy and let the compiler use vector instructions. Each
+// run's sums are added up in a fixed order, so its result is reproducible, and it is the same
+// whatever Ways is: the runs only share the loop, whose Ways * 8 chains keep the adder busier
+// still (the bias gradient of a convolution sums one run per image, of a linear layer one
+// strided run per output).
+template <class Acc, int Ways, class T>
+void sum_strided(const T* x, int64_t way_step, int64_t n, int64_t stride, Acc* sums) {
   constexpr int kLanes = 8;
-  Acc lanes[kLanes] = {};
+  // Each run's lanes lie side by side where the run is contiguous (vectors along the run), each
+  // lane's runs where the runs are (vectors across the runs).
+  Acc along[Ways][kLanes] = {}, across[kLanes][Ways] = {};
   int64_t i = 0;
   if (stride == 1) {
     for (; i + kLanes <= n; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<Acc>(x[i + l]);
+      for (int w = 0; w < Ways; ++w)
+        for (int l = 0; l < kLanes; ++l) along[w][l] += static_cast<Acc>(x[w * way_step + i + l]);
   } else {
     for (; i + kLanes <= n; i += kLanes)
-      for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<Acc>(x[(i + l) * stride]);
+      for (int l = 0; l < kLanes; ++l)
+        for (int w = 0; w < Ways; ++w) across[l][w] += static_cast<Acc>(x[w * way_step + (i + l) * stride]);
   }
-  Acc total = 0;
-  for (; i < n; ++i) total += static_cast<Acc>(x[i * stride]);
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
-  return total;
+  for (int w = 0; w < Ways; ++w) {
+    Acc total = 0;
+    for (int64_t j = i; j < n; ++j) total += static_cast<Acc>(x[w * way_step + j * stride]);
+    for (int l = 0; l < kLanes; ++l) total += stride == 1 ? along[w][l] : across[l][w];
+    sums[w] = total;
+  }
+}
+
+// How many runs sum_strided takes at once where it can.
+constexpr int kWays = 8;
+
+// The sums of pieces [first, first + count) of a slice, into sums: kWays at a time where they
+// have one length and are evenly spaced (the rows of a convolution's bias gradient), else one
+// by one.
+template <class Acc, class T, size_t N>
+void sum_pieces(const T* in, const RowPieces<N>& pieces, int64_t first, int64_t count, Acc* sums) {
+  std::array<int64_t, 1> b0, b1;
+  int64_t w = 0;
+  while (w < count) {
+    const int64_t n = pieces.piece(first + w, b0);
+    bool even = w + kWays <= count;
+    int64_t way_step = 0;
+    for (int k = 1; even && k < kWays; ++k) {
+      even = pieces.piece(first + w + k, b1) == n;
+      if (k == 1) way_step = b1[0] - b0[0];
+      even = even && b1[0] - b0[0] == k * way_step;
+    }
+    if (even) {
+      sum_strided<Acc, kWays>(in + b0[0], way_step, n, pieces.step()[0], sums + w);
+      w += kWays;
+    } else {
+      sum_strided<Acc, 1>(in + b0[0], 0, n, pieces.step()[0], sums + w);
+      ++w;
+    }
+  }
 }
 
 }  // namespace
@@ -68,31 +107,27 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
 
     // Sum one output's slice, starting at element offset `base` of the input.
     auto sum_slice = [&](int64_t base) {
-      Acc total = 0;
       // The slice's pieces (rows, long rows cut into pieces), fixed by the shape.
       const std::array<int64_t, 1> start{base};
       const RowPieces<1> pieces(red_shape, red_walk, start);
-      // A small slice: this thread walks its pieces in order. A plain loop, not an OpenMP
-      // region that its `if` keeps serial: entering even such a region costs about half a
-      // microsecond, once per output, which for a bias gradient of 128 outputs over 64 values
-      // each was most of the time.
-      if (slice < kParallelGrain) {
-        for (int64_t w = 0; w < pieces.count(); ++w) {
-          std::array<int64_t, 1> b;
-          const int64_t n = pieces.piece(w, b);
-          total += sum_strided<Acc>(in + b[0], n, pieces.step()[0]);
-        }
-        return total;
-      }
-      // A large slice: the threads share out its pieces, and their sums are added in order
-      // afterwards, so the result does not depend on the number of threads.
       std::vector<Acc> piece_sums(static_cast<size_t>(pieces.count()));
+      // A small slice: this thread sums its pieces. A plain loop, not an OpenMP region that
+      // its `if` keeps serial: entering even such a region costs about half a microsecond,
+      // once per output, which for a bias gradient of 128 outputs over 64 values each was
+      // most of the time. A large slice: the threads share out its pieces, in groups of
+      // kWays. Either way the pieces' sums are added in order afterwards, so the result does
+      // not depend on the number of threads.
+      if (slice < kParallelGrain) {
+        sum_pieces(in, pieces, 0, pieces.count(), piece_sums.data());
+      } else {
+        const int64_t groups = (pieces.count() + kWays - 1) / kWays;
 #pragma omp parallel for schedule(static)
-      for (int64_t w = 0; w < pieces.count(); ++w) {
-        std::array<int64_t, 1> b;
-        const int64_t n = pieces.piece(w, b);
-        piece_sums[w] = sum_strided<Acc>(in + b[0], n, pieces.step()[0]);
+        for (int64_t group = 0; group < groups; ++group) {
+          const int64_t first = group * kWays;
+          sum_pieces(in, pieces, first, std::min<int64_t>(kWays, pieces.count() - first), piece_sums.data() + first);
+        }
       }
+      Acc total = 0;
       for (const Acc piece_sum : piece_sums) total += piece_sum;
       return total;
     };
@@ -103,11 +138,32 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
       return base;
     };
 
-    // Many outputs: one thread per output slice. Few outputs with large slices: serial over
+    // Outputs [k0, k0 + kWays) whose slices are single runs, evenly spaced (a linear layer's
+    // bias gradient, dy (N, C) summed over N: output c's run starts at c), are summed together;
+    // others one by one.
+    const bool single_runs = red_shape.size() <= 1 && slice <= kRowPiece;
+    const int64_t run_stride = red_shape.empty() ? 1 : red_walk[0][0];
+    const int64_t per_block = single_runs ? kWays : 1;
+    auto sum_block = [&](int64_t k0) {
+      const int64_t count = std::min<int64_t>(per_block, outputs - k0);
+      const int64_t base = output_base(k0), way_step = count > 1 ? output_base(k0 + 1) - base : 0;
+      bool even = single_runs && count == kWays;
+      for (int64_t j = 2; even && j < count; ++j) even = output_base(k0 + j) - base == j * way_step;
+      if (even) {
+        Acc sums[kWays];
+        sum_strided<Acc, kWays>(in + base, way_step, slice, run_stride, sums);
+        for (int64_t j = 0; j < count; ++j) o[k0 + j] = static_cast<Out>(sums[j]);
+      } else {
+        for (int64_t k = k0; k < k0 + count; ++k) o[k] = static_cast<Out>(sum_slice(output_base(k)));
+      }
+    };
+
+    // Many outputs: one thread per block of outputs. Few outputs with large slices: serial over
     // outputs, and sum_slice spreads each slice over the threads.
     const bool parallel_outputs = outputs >= 2 * get_num_threads() || slice < kParallelGrain;
-#pragma omp parallel for schedule(static) if (parallel_outputs && outputs * slice >= kParallelGrain && outputs > 1)
-    for (int64_t k = 0; k < outputs; ++k) o[k] = static_cast<Out>(sum_slice(output_base(k)));
+    const int64_t blocks = (outputs + per_block - 1) / per_block;
+#pragma omp parallel for schedule(static) if (parallel_outputs && outputs * slice >= kParallelGrain && blocks > 1)
+    for (int64_t block = 0; block < blocks; ++block) sum_block(block * per_block);
   });
 }
 
