@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -223,6 +224,46 @@ TEST(Gemm, PackedAGivesTheSameBits) {
                         Case{288, 121, 64, true}, Case{67, 33, 700, false, true, 1.0, 1.0}, Case{32, 9, 676}}) {
     check_packed_a_matches_gemm<float>(t);
     check_packed_a_matches_gemm<double>(t);
+  }
+}
+
+// A product with a tiny K (a first convolution's forward pass, K = 9) or at most one vector of
+// columns (its weight gradient, N = 9), with B's rows contiguous, is computed without packing
+// (gemm.cpp's unpacked path). Its answer must be right, and the same bits as the packed path,
+// which the same product takes when B is stored column by column.
+template <class T>
+void check_unpacked_matches_packed(const Case& t) {
+  SCOPED_TRACE(::testing::Message() << "M=" << t.M << " N=" << t.N << " K=" << t.K << " alpha=" << t.alpha
+                                    << " beta=" << t.beta);
+  std::mt19937 rng(7);
+  const Operand<T> a = random_matrix<T>(t.M, t.K, t.transpose_a, rng);
+  const Operand<T> b_rows = random_matrix<T>(t.K, t.N, false, rng);
+  Operand<T> b_columns{std::vector<T>(t.K * t.N), 1, t.K};
+  for (int64_t k = 0; k < t.K; ++k)
+    for (int64_t j = 0; j < t.N; ++j) b_columns.data[k + j * t.K] = b_rows.at(k, j);
+  const Operand<T> c = random_matrix<T>(t.M, t.N, false, rng);
+  std::vector<T> unpacked = c.data, packed = c.data;
+  const T alpha = static_cast<T>(t.alpha), beta = static_cast<T>(t.beta);
+  lockstep::cpu::gemm<T>(t.M, t.N, t.K, alpha, a.data.data(), a.row_stride, a.col_stride, b_rows.data.data(),
+                         b_rows.row_stride, b_rows.col_stride, beta, unpacked.data(), t.N);
+  lockstep::cpu::gemm<T>(t.M, t.N, t.K, alpha, a.data.data(), a.row_stride, a.col_stride, b_columns.data.data(),
+                         b_columns.row_stride, b_columns.col_stride, beta, packed.data(), t.N);
+  int64_t differ = 0;
+  for (size_t e = 0; e < packed.size(); ++e) differ += std::memcmp(&unpacked[e], &packed[e], sizeof(T)) != 0;
+  EXPECT_EQ(differ, 0) << "elements whose bits differ between the two paths";
+}
+
+TEST(Gemm, UnpackedPathGivesTheBitsOfThePackedOne) {
+  const std::vector<Case> cases{
+      {32, 676, 9, false, false, 1.0, 1.0},   // a first convolution's forward pass onto its bias
+      {32, 9, 676, false, false, 1.0, 1.0},   // its weight gradient, accumulated
+      {37, 13, 700, true, false, -2.0, 0.5},  // K in three slices, ragged rows, A transposed
+      {64, 40, 13, false, false, 1.0, 0.0},   // two column tiles, the second partly masked
+  };
+  for (const Case& t : cases) {
+    check_both(t);
+    check_unpacked_matches_packed<float>(t);
+    check_unpacked_matches_packed<double>(t);
   }
 }
 

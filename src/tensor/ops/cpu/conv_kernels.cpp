@@ -189,6 +189,17 @@ void im2col_chunk(const T* x, int64_t n0, int64_t m, int64_t image_size, const C
   }
 }
 
+// Patches of at most this many values (a 3 x 3 filter over one channel) have their weight
+// gradient's cols^T written out row by row for the GEMM.
+constexpr int64_t kShortPatch = 16;
+
+// out (cols, rows) = in (rows, cols)^T.
+template <class T>
+void transpose_into(const T* in, int64_t rows, int64_t cols, T* out) {
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) out[c * rows + r] = in[r * cols + c];
+}
+
 // C = A B + beta C with sums in Acc: cpu::gemm when T is Acc (f32, f64), cpu::gemm_16bit for
 // 16-bit operands, whose products are summed into an f32 C.
 template <class T, class Acc>
@@ -420,6 +431,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
 #pragma omp parallel if (threads_take_groups)
     {
       std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels): a chunk's patches
+      std::vector<T> cols_t(dw && wide && patch <= kShortPatch ? patch * per_chunk * pixels : 0);  // cols^T
       std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
       // (C_out, m * pixels): the output gradients of a chunk of several images, side by side.
       std::vector<T> grads(per_chunk > 1 ? out_channels * per_chunk * pixels : 0);
@@ -441,9 +453,18 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
             dyc = grads.data();
           }
           if (dw) {
-            // dW += dy . cols^T; cols^T is cols read with its strides swapped.
+            // dW += dy . cols^T; cols^T is cols read with its strides swapped, or, for patches
+            // short enough to be one row of a GEMM tile (a first convolution's), cols^T
+            // written out, whose contiguous rows the GEMM reads as they lie instead of packing
+            // both operands (cpu::gemm's unpacked path; the sums are the same).
             im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
-            gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols.data(), 1, columns, Acc(1),
+            const T* cols_t_at = cols.data();  // cols^T: (m * pixels, patch)
+            int64_t t_rs = 1, t_cs = columns;
+            if (!cols_t.empty()) {
+              transpose_into(cols.data(), patch, columns, cols_t.data());
+              cols_t_at = cols_t.data(), t_rs = patch, t_cs = 1;
+            }
+            gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols_t_at, t_rs, t_cs, Acc(1),
                               dw_groups[group].data(), patch);
           }
           if (dx) {

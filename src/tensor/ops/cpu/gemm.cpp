@@ -15,7 +15,12 @@
 ///               micro-kernel: C(MR x NR tile) += A panel * B panel, in registers
 ///
 /// The micro-kernel keeps an MR x NR tile of C in registers for the whole KC-long sum,
-/// so each value loaded from the packed panels is used NR (or MR) times.
+/// so each value loaded from the packed panels is used NR (or MR) times. Three other paths
+/// (choose_path) serve the products this does not suit: a plain loop for tiny ones, C^T =
+/// B^T A^T for ones much narrower than a tile, and the same tiles without packing where K
+/// or N is so short that packing costs more than the arithmetic. The last three sum each
+/// element of C in the same order, over the same slices of K, so which of them runs changes
+/// the speed and never the bits (tests/unit/test_gemm.cpp checks it).
 /// References: Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication"
 /// (2008); Van Zee & van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
 /// Functionality" (2015).
@@ -284,6 +289,34 @@ void store_lanes(T* to, int64_t lanes, const Vec& v) {
   std::memcpy(to, &v, lanes * sizeof(T));
 }
 
+// C = alpha * acc + beta * C for the mr x nr part of an MR x (NV vectors) tile of C with row
+// stride ldc and contiguous rows: the same formula as update_tile, a vector at a time; beta == 0
+// must not read C. Only the first mr rows and nr columns are C's.
+template <class T, int NV>
+__attribute__((always_inline)) inline void store_tile(const typename Simd<T>::Vec (&acc)[Blocking<T>::kMR][NV], T alpha, T beta, T* c, int64_t ldc,
+                int64_t mr, int64_t nr) {
+  using S = Simd<T>;
+  using Vec = typename S::Vec;
+  constexpr int MR = Blocking<T>::kMR;
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mr) continue;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t lanes = std::min<int64_t>(S::kWidth, nr - v * S::kWidth);
+      if (lanes <= 0) continue;
+      T* out = c + i * ldc + v * S::kWidth;
+      Vec result = alpha * acc[i][v];
+      if (beta != T(0)) {
+        Vec old;
+        load_lanes(out, lanes, old);
+        result = alpha * acc[i][v] + beta * old;
+      }
+      store_lanes(out, lanes, result);
+    }
+  }
+}
+
 // The micro-kernel: C = alpha * (MR x kc panel of A) * (kc x NR panel of B) + beta * C, for
 // the mr x nr part of one MR x NR tile of C (an edge tile is computed whole on the panels' zero
 // padding, and only its real part stored) with row stride ldc and contiguous rows; both panels
@@ -319,25 +352,7 @@ __attribute__((noinline)) void micro_kernel(int64_t kc, const T* __restrict a,
     a += MR;
     b += NR;
   }
-  // The same formula as update_tile, a vector at a time; beta == 0 must not read C. Only the
-  // first mr rows and nr columns are C's.
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    if (i >= mr) continue;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const int64_t lanes = std::min<int64_t>(S::kWidth, nr - v * S::kWidth);
-      if (lanes <= 0) continue;
-      T* out = c + i * ldc + v * S::kWidth;
-      Vec result = alpha * acc[i][v];
-      if (beta != T(0)) {
-        Vec old;
-        load_lanes(out, lanes, old);
-        result = alpha * acc[i][v] + beta * old;
-      }
-      store_lanes(out, lanes, result);
-    }
-  }
+  store_tile<T, NV>(acc, alpha, beta, c, ldc, mr, nr);
 }
 
 // The macro-kernel: C(mc x nc) = alpha * packed_a * packed_b + beta * C, one MR x NR
@@ -369,11 +384,86 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* packed_a
   }
 }
 
+// The micro-kernel's sum without packing, for products whose packing costs more than their
+// arithmetic (a first convolution's, whose patches have 9 values: K = 9 forward, N = 9 for
+// the weight gradient): A is read where it lies, a[i * a_rs + p * a_cs], and so are B's rows,
+// b + p * b_rs, whose columns are contiguous (the last tile's masked). NV vectors of columns:
+// one where N fits in one. Each element of C is the same chain of multiply-adds over p as in
+// micro_kernel, and is stored by the same store_tile, so the bits are the same.
+template <class T, int NV>
+__attribute__((noinline)) void unpacked_tile(int64_t kc, const T* a, int64_t a_rs, int64_t a_cs, int64_t mr, const T* b, int64_t b_rs,
+                   int64_t nr, T alpha, T beta, T* c, int64_t ldc) {
+  using S = Simd<T>;
+  using Vec = typename S::Vec;
+  constexpr int MR = Blocking<T>::kMR;
+  // Rows past mr repeat the last row, so every read is inside A; their sums are not stored.
+  const T* rows[MR];
+  for (int i = 0; i < MR; ++i) rows[i] = a + std::min<int64_t>(i, mr - 1) * a_rs;
+  // Columns in the last vector: all W, or fewer, read masked. Two loops rather than a test in
+  // one, which would make GCC keep the accumulators in memory.
+  const int64_t tail = nr - (NV - 1) * S::kWidth;
+  auto sweep = [&](auto masked) {
+    Vec acc[MR][NV] = {};
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* b_p = b + p * b_rs;
+      Vec b_row[NV];
+      for (int v = 0; v + 1 < NV; ++v) std::memcpy(&b_row[v], b_p + v * S::kWidth, sizeof(Vec));
+      if constexpr (decltype(masked)::value) {
+        load_lanes(b_p + (NV - 1) * S::kWidth, tail, b_row[NV - 1]);
+      } else {
+        std::memcpy(&b_row[NV - 1], b_p + (NV - 1) * S::kWidth, sizeof(Vec));
+      }
+      for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] += rows[i][p * a_cs] * b_row[v];
+    }
+    store_tile<T, NV>(acc, alpha, beta, c, ldc, mr, nr);
+  };
+  if (tail == S::kWidth) {
+    sweep(std::false_type());
+  } else {
+    sweep(std::true_type());
+  }
+}
+
 // K in slices of at most KC, all about the same length: K = 288 becomes 144 + 144 rather
 // than 256 + 32, whose second pass over C would do little arithmetic for its memory traffic.
 template <class T>
 int64_t k_slice(int64_t K) {
   return ceil_div(K, ceil_div(K, Blocking<T>::kKC));
+}
+
+// The unpacked path: C = alpha A B + beta C with unpacked_tile, for B whose rows are contiguous
+// (b_cs == 1) and C whose rows are. K is cut into gemm_blocked's slices, and each slice's sums
+// are added onto C in turn, as there; the threads share out MR-row panels.
+template <class T>
+void gemm_unpacked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t a_rs, int64_t a_cs, const T* B,
+                   int64_t b_rs, T beta, T* C, int64_t ldc) {
+  constexpr int MR = Blocking<T>::kMR;
+  constexpr int NR = Blocking<T>::kNR;
+  constexpr int W = Simd<T>::kWidth;
+  const int64_t kc_max = k_slice<T>(K);
+  const int threads = gemm_threads();
+  const int64_t panels = ceil_div(M, MR);
+  for (int64_t pc = 0; pc < K; pc += kc_max) {
+    const int64_t kc = std::min(kc_max, K - pc);
+    // Only the first slice of K sees the caller's beta; later slices accumulate.
+    const T beta_here = pc == 0 ? beta : T(1);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && panels > 1)
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int64_t ir = panel * MR, mr = std::min<int64_t>(MR, M - ir);
+      for (int64_t jr = 0; jr < N; jr += NR) {
+        const int64_t nr = std::min<int64_t>(NR, N - jr);
+        const T* a = A + ir * a_rs + pc * a_cs;
+        const T* b = B + pc * b_rs + jr;
+        T* c = C + ir * ldc + jr;
+        if (nr <= W) {
+          unpacked_tile<T, 1>(kc, a, a_rs, a_cs, mr, b, b_rs, nr, alpha, beta_here, c, ldc);
+        } else {
+          unpacked_tile<T, NR / W>(kc, a, a_rs, a_cs, mr, b, b_rs, nr, alpha, beta_here, c, ldc);
+        }
+      }
+    }
+  }
 }
 
 // Where gemm_blocked finds the packed panels of A for rows [ic, ...) of the K slice that starts
@@ -462,11 +552,19 @@ int64_t padded_work(int64_t M, int64_t N) {
 }
 
 // gemm's choice of path for an M x N x K product.
-enum class GemmPath { kDirect, kBlocked, kTransposed };
+enum class GemmPath { kDirect, kUnpacked, kBlocked, kTransposed };
+
+// K up to this is short enough for the unpacked path: a 3 x 3 patch of one channel.
+constexpr int64_t kUnpackedMaxK = 16;
 
 template <class T>
-GemmPath choose_path(int64_t M, int64_t N, int64_t K) {
+GemmPath choose_path(int64_t M, int64_t N, int64_t K, int64_t b_col_stride) {
   if (M * N * K < kSmallProblem) return GemmPath::kDirect;
+  // Packing copies (M + N) x K values so that each is then used N or M times from cache. With
+  // K tiny (a first convolution's forward pass) or N within one vector (its weight gradient),
+  // the copies cost more than the arithmetic they serve, and B with contiguous rows can be
+  // read as it lies.
+  if (b_col_stride == 1 && (K <= kUnpackedMaxK || N <= Simd<T>::kWidth)) return GemmPath::kUnpacked;
   // A product much narrower than a tile (a 32 x 9 weight gradient, NR = 32) would spend most
   // of every tile's arithmetic on zero padding. C^T = B^T A^T has the same elements, each
   // summed in the same order, so where it pads less we compute that instead. (Only where
@@ -489,10 +587,13 @@ void gemm(int64_t M, int64_t N, int64_t K, T alpha,
     scale_c(M, N, beta, C, c_row_stride);
     return;
   }
-  switch (choose_path<T>(M, N, K)) {
+  switch (choose_path<T>(M, N, K, b_col_stride)) {
     case GemmPath::kDirect:
       gemm_direct(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, b_col_stride, beta, C,
                   c_row_stride);
+      break;
+    case GemmPath::kUnpacked:
+      gemm_unpacked(M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride, beta, C, c_row_stride);
       break;
     case GemmPath::kTransposed:
       // A and B swap places with their strides swapped, and C is written transposed.
@@ -525,7 +626,8 @@ template <class T>
 void gemm_packed_a(const PackedGemmA<T>& A, int64_t N, T alpha, const T* B, int64_t b_row_stride,
                    int64_t b_col_stride, T beta, T* C, int64_t c_row_stride) {
   // The panels serve only gemm_blocked's own path; the others read A as it is.
-  if (A.M <= 0 || N <= 0 || A.K <= 0 || alpha == T(0) || choose_path<T>(A.M, N, A.K) != GemmPath::kBlocked) {
+  if (A.M <= 0 || N <= 0 || A.K <= 0 || alpha == T(0) ||
+      choose_path<T>(A.M, N, A.K, b_col_stride) != GemmPath::kBlocked) {
     gemm(A.M, N, A.K, alpha, A.A, A.row_stride, A.col_stride, B, b_row_stride, b_col_stride, beta, C,
          c_row_stride);
     return;
