@@ -54,8 +54,8 @@ constexpr int kWays = 8;
 // The sums of pieces [first, first + count) of a slice, into sums: kWays at a time where they
 // have one length and are evenly spaced (the rows of a convolution's bias gradient), else one
 // by one.
-template <class Acc, class T, size_t N>
-void sum_pieces(const T* in, const RowPieces<N>& pieces, int64_t first, int64_t count, Acc* sums) {
+template <class Acc, class T>
+void sum_pieces(const T* in, const RowPieces<1>& pieces, int64_t first, int64_t count, Acc* sums) {
   std::array<int64_t, 1> b0, b1;
   int64_t w = 0;
   while (w < count) {
@@ -110,22 +110,27 @@ void sum_kernel(const Tensor& a, const std::vector<bool>& reduce, const Tensor& 
       // The slice's pieces (rows, long rows cut into pieces), fixed by the shape.
       const std::array<int64_t, 1> start{base};
       const RowPieces<1> pieces(red_shape, red_walk, start);
-      std::vector<Acc> piece_sums(static_cast<size_t>(pieces.count()));
-      // A small slice: this thread sums its pieces. A plain loop, not an OpenMP region that
-      // its `if` keeps serial: entering even such a region costs about half a microsecond,
-      // once per output, which for a bias gradient of 128 outputs over 64 values each was
-      // most of the time. A large slice: the threads share out its pieces, in groups of
-      // kWays. Either way the pieces' sums are added in order afterwards, so the result does
-      // not depend on the number of threads.
+      // The pieces' sums are added in order, so the result does not depend on the number of
+      // threads. A small slice: this thread sums its pieces, kWays at a time, with no buffer to
+      // allocate. A plain loop, not an OpenMP region that its `if` keeps serial:
+      // entering even such a region costs about half a microsecond, once per output, which for
+      // a bias gradient of 128 outputs over 64 values each was most of the time.
       if (slice < kParallelGrain) {
-        sum_pieces(in, pieces, 0, pieces.count(), piece_sums.data());
-      } else {
-        const int64_t groups = (pieces.count() + kWays - 1) / kWays;
-#pragma omp parallel for schedule(static)
-        for (int64_t group = 0; group < groups; ++group) {
-          const int64_t first = group * kWays;
-          sum_pieces(in, pieces, first, std::min<int64_t>(kWays, pieces.count() - first), piece_sums.data() + first);
+        Acc total = 0, sums[kWays];
+        for (int64_t first = 0; first < pieces.count(); first += kWays) {
+          const int64_t count = std::min<int64_t>(kWays, pieces.count() - first);
+          sum_pieces(in, pieces, first, count, sums);
+          for (int64_t w = 0; w < count; ++w) total += sums[w];
         }
+        return total;
+      }
+      // A large slice: the threads share out its pieces, in groups of kWays.
+      std::vector<Acc> piece_sums(static_cast<size_t>(pieces.count()));
+      const int64_t groups = (pieces.count() + kWays - 1) / kWays;
+#pragma omp parallel for schedule(static)
+      for (int64_t group = 0; group < groups; ++group) {
+        const int64_t first = group * kWays;
+        sum_pieces(in, pieces, first, std::min<int64_t>(kWays, pieces.count() - first), piece_sums.data() + first);
       }
       Acc total = 0;
       for (const Acc piece_sum : piece_sums) total += piece_sum;
