@@ -44,9 +44,9 @@
 #include "lockstep.h"
 #include "peak.h"
 #include "tensor/ops/cpu/conv_kernels.h"
-#include "tensor/ops/cpu/elementwise_kernels.h"
 #include "tensor/ops/cpu/loss_kernels.h"
 #include "tensor/ops/cpu/pool_kernels.h"
+#include "tensor/ops/cpu/relu_kernels.h"
 
 namespace {
 
@@ -140,8 +140,8 @@ std::string product(int64_t batch, int64_t M, int64_t N, int64_t K) {
 struct Step {
   // Forward. x: (N, 1, 28, 28) images; y1, a1: (N, 32, 26, 26); p1, i1: (N, 32, 13, 13);
   // y2, a2: (N, 64, 11, 11); p2, i2: (N, 64, 5, 5); f: (N, 1600); h, a3: (N, 128);
-  // logits, log_probs: (N, 10); loss: 0-d.
-  Tensor x, labels, y1, a1, p1, i1, y2, a2, p2, i2, f, h, a3, logits, log_probs, loss;
+  // logits, log_probs: (N, 10); loss: 0-d. m1, m2, m3: the ReLUs' masks, a bit per value.
+  Tensor x, labels, y1, a1, m1, p1, i1, y2, a2, m2, p2, i2, f, h, a3, m3, logits, log_probs, loss;
   // Backward: d<name> is the loss's gradient with respect to <name>; dw*, db* the parameters'.
   Tensor dlogits, da3, dh, df, dp2, da2, dy2, dp1, da1, dy1;
   Tensor dw4, db4, dw3, db3, dw2, db2, dw1, db1;
@@ -254,19 +254,21 @@ int run(const Options& o) {
     add(layer, "backward bias", dims({N, w.size(0), g.out_h, g.out_w}), out_values, F * (out_values + C_out),
         [&s, d_out, db] { s.*db = sum(s.*d_out, {0, 2, 3}); });
   };
-  // ReLU forward (max(x, 0)) or backward (dy where the output is positive), one flop per value.
+  // ReLU forward (max(x, 0) and the mask of where it passes) or backward (dy where the mask's
+  // bit is set), one flop per value; the mask moves one bit per value.
   const auto relu_rows = [&](const std::string& layer, const Shape& shape, Tensor Step::*in, Tensor Step::*out,
-                             Tensor Step::*d_out, Tensor Step::*d_in, bool forward) {
+                             Tensor Step::*mask, Tensor Step::*d_out, Tensor Step::*d_in, bool forward) {
     const double values = static_cast<double>(shape_numel(shape));
     if (forward) {
-      add(layer, "forward", dims(shape), values, F * 2 * values, [&s, in, out] {
+      add(layer, "forward", dims(shape), values, F * 2 * values + values / 8, [&s, in, out, mask] {
         s.*out = empty_like(s.*in);
-        cpu::unary_kernel("relu", UnaryOp::Relu, s.*in, s.*out);
+        s.*mask = empty({relu_mask_bytes((s.*in).numel())}, TensorOptions().dtype(DType::u8));
+        cpu::relu_kernel(s.*in, s.*out, s.*mask);
       });
     } else {
-      add(layer, "backward", dims(shape), values, F * 3 * values, [&s, out, d_out, d_in] {
+      add(layer, "backward", dims(shape), values, F * 2 * values + values / 8, [&s, mask, d_out, d_in] {
         s.*d_in = empty_like(s.*d_out);
-        cpu::binary_kernel("relu", BinaryOp::ReluBackward, s.*d_out, s.*out, s.*d_in);
+        cpu::relu_backward_kernel(s.*d_out, s.*mask, s.*d_in);
       });
     }
   };
@@ -315,13 +317,13 @@ int run(const Options& o) {
   const Shape conv1_out = {N, 32, 26, 26}, conv2_out = {N, 64, 11, 11};
   // Forward, in the model's order; flatten is a view, costs nothing and is no row.
   conv_rows("conv1", g1, w1, b1, &Step::x, &Step::y1, nullptr, nullptr, nullptr, nullptr, true);
-  relu_rows("relu1", conv1_out, &Step::y1, &Step::a1, nullptr, nullptr, true);
+  relu_rows("relu1", conv1_out, &Step::y1, &Step::a1, &Step::m1, nullptr, nullptr, true);
   pool_rows("pool1", conv1_out, &Step::a1, &Step::p1, &Step::i1, nullptr, nullptr, true);
   conv_rows("conv2", g2, w2, b2, &Step::p1, &Step::y2, nullptr, nullptr, nullptr, nullptr, true);
-  relu_rows("relu2", conv2_out, &Step::y2, &Step::a2, nullptr, nullptr, true);
+  relu_rows("relu2", conv2_out, &Step::y2, &Step::a2, &Step::m2, nullptr, nullptr, true);
   pool_rows("pool2", conv2_out, &Step::a2, &Step::p2, &Step::i2, nullptr, nullptr, true);
   linear_rows("fc1", w3, b3, &Step::f, &Step::h, nullptr, nullptr, nullptr, nullptr, true);
-  relu_rows("relu3", {N, 128}, &Step::h, &Step::a3, nullptr, nullptr, true);
+  relu_rows("relu3", {N, 128}, &Step::h, &Step::a3, &Step::m3, nullptr, nullptr, true);
   linear_rows("fc2", w4, b4, &Step::a3, &Step::logits, nullptr, nullptr, nullptr, nullptr, true);
   add("loss", "forward", dims({N, 10}), 4.0 * N * 10, F * (2 * N * 10 + 1) + INDEX * N, [&s] {
     s.log_probs = empty({s.logits.size(0), s.logits.size(1)});
@@ -334,13 +336,13 @@ int run(const Options& o) {
     cpu::cross_entropy_backward_kernel(one, s.log_probs, s.labels, s.dlogits);
   });
   linear_rows("fc2", w4, b4, &Step::a3, nullptr, &Step::dlogits, &Step::da3, &Step::dw4, &Step::db4, false);
-  relu_rows("relu3", {N, 128}, nullptr, &Step::a3, &Step::da3, &Step::dh, false);
+  relu_rows("relu3", {N, 128}, nullptr, nullptr, &Step::m3, &Step::da3, &Step::dh, false);
   linear_rows("fc1", w3, b3, &Step::f, nullptr, &Step::dh, &Step::df, &Step::dw3, &Step::db3, false);
   pool_rows("pool2", conv2_out, &Step::a2, nullptr, &Step::i2, &Step::dp2, &Step::da2, false);
-  relu_rows("relu2", conv2_out, nullptr, &Step::a2, &Step::da2, &Step::dy2, false);
+  relu_rows("relu2", conv2_out, nullptr, nullptr, &Step::m2, &Step::da2, &Step::dy2, false);
   conv_rows("conv2", g2, w2, b2, &Step::p1, nullptr, &Step::dy2, &Step::dp1, &Step::dw2, &Step::db2, false);
   pool_rows("pool1", conv1_out, &Step::a1, nullptr, &Step::i1, &Step::dp1, &Step::da1, false);
-  relu_rows("relu1", conv1_out, nullptr, &Step::a1, &Step::da1, &Step::dy1, false);
+  relu_rows("relu1", conv1_out, nullptr, nullptr, &Step::m1, &Step::da1, &Step::dy1, false);
   // The images need no gradient, so conv1 has no input-gradient row (autograd skips it too).
   conv_rows("conv1", g1, w1, b1, &Step::x, nullptr, &Step::dy1, nullptr, &Step::dw1, &Step::db1, false);
 

@@ -129,9 +129,7 @@ void check_gemm_layouts() {
 
 // ---- Elementwise -------------------------------------------------------------------------
 
-const BinaryOp kArithmetic[] = {BinaryOp::Add,          BinaryOp::Sub,
-                                BinaryOp::Mul,          BinaryOp::Div,
-                                BinaryOp::ReluBackward, BinaryOp::SigmoidBackward,
+const BinaryOp kArithmetic[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::SigmoidBackward,
                                 BinaryOp::TanhBackward};
 const BinaryOp kComparisons[] = {BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
 const UnaryOp kUnary[] = {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Relu, UnaryOp::Sigmoid, UnaryOp::Tanh};

@@ -1,5 +1,5 @@
 // Elementwise ops on the GPU against the CPU, forward and backward: every binary op (the
-// activations' backward ops through relu/sigmoid/tanh's gradients), every unary op, every
+// activations' backward ops through sigmoid/tanh's gradients), relu's mask, every unary op, every
 // comparison, broadcasting and 0-d operands, transposed, strided and misaligned views (which
 // leave the float4 path), sizes 0 and 1, lengths the float4 path leaves a tail of, and a
 // tensor of over a million elements.
@@ -12,6 +12,8 @@
 #include "../unit/test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
+#include "tensor/ops/kernels/relu_mask.h"
+#include "tensor/ops/kernels/tables.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -114,8 +116,8 @@ TEST(GpuElementwise, NonContiguousOperands) {
 }
 
 TEST(GpuElementwise, EveryUnaryOpAndItsBackward) {
-  // relu, sigmoid and tanh's gradients run the ReluBackward, SigmoidBackward and TanhBackward
-  // binary kernels. log gets positive inputs.
+  // relu's gradient runs the relu_backward kernel on relu's mask, sigmoid and tanh's the
+  // SigmoidBackward and TanhBackward binary kernels. log gets positive inputs.
   for (DType dtype : kFloating) {
     for (const UnaryCase& op : kUnary) {
       const double lo = std::string(op.name) == "log" ? 0.5 : -1.0;
@@ -126,6 +128,31 @@ TEST(GpuElementwise, EveryUnaryOpAndItsBackward) {
       expect_parity([&](const std::vector<Tensor>& in) { return op.fn(in[0].t().slice(0, 1, 7, 2)); },
                     {leaf({9, 7}, 13, dtype, lo)}, rtol(dtype), atol(dtype),
                     std::string(op.name) + " of a transposed slice " + dtype_name(dtype));
+    }
+  }
+}
+
+// relu's mask (tensor/ops/kernels/relu_mask.h): the CUDA kernel gathers a warp's 32 bits with
+// a ballot, the CPU builds them a byte at a time; the masks must be the same bytes, padding
+// included, and the outputs the same values. Lengths end inside a byte, a word, a warp and a
+// block, and one spans more blocks than a grid holds at once; a third of the values are 0.
+TEST(GpuElementwise, ReluMaskIsTheCpuMask) {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (const int64_t n : {int64_t{1}, int64_t{13}, int64_t{33}, int64_t{257}, int64_t{65536} * 256 + 45}) {
+      const std::string what = "relu of " + std::to_string(n) + " " + dtype_name(dtype) + " values";
+      const Tensor r = random_cpu({n}, 17, DType::f64);
+      const Tensor x = (r * gt(r * r, scalar_like(1.0 / 9.0, r)).to(DType::f64)).to(dtype);  // 0 where |r| <= 1/3
+      const auto run = [&](Device device) {
+        const Tensor on = x.to(device);
+        const Tensor out = empty({n}, TensorOptions().dtype(dtype).device(device));
+        const Tensor mask = empty({relu_mask_bytes(n)}, TensorOptions().dtype(DType::u8).device(device));
+        kernels::relu.call(device, on, out, mask);
+        return std::make_pair(out.to(Device::cpu()), mask.to(Device::cpu()));
+      };
+      const auto [cpu_out, cpu_mask] = run(Device::cpu());
+      const auto [gpu_out, gpu_mask] = run(gpu());
+      EXPECT_EQ(cpu_mask.to_vector<int>(), gpu_mask.to_vector<int>()) << what << ": the masks differ";
+      expect_close(cpu_out, gpu_out, 0, 0, what);
     }
   }
 }

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "gradcheck.h"
 #include "lockstep.h"
+#include "tensor/ops/cpu/elementwise_kernels.h"
+#include "tensor/ops/cpu/relu_kernels.h"
+#include "tensor/strided_loop.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -82,6 +87,87 @@ TEST(Elementwise, ReluKeepsNaN) {
   EXPECT_EQ(out[2], 2.0);
   sum(y).backward();
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1.0, 0.0, 1.0}));
+}
+
+// relu keeps, for its backward pass, one bit per element instead of its output
+// (tensor/ops/kernels/relu_mask.h): bit i % 8 of byte i / 8, set where element i is > 0 or
+// NaN, and 0 past the last element. Its output has the bits of the plain elementwise relu.
+// 37 values: two vectors of 16 (the AVX-512 loop), a tail of 5 and a part-filled word.
+std::vector<double> relu_test_values(int64_t n) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> specials = {-1.5, 0.0, -0.0, 2.5, nan, inf, -inf, 1e-30, -3e-8, 0.75, -7.0};
+  std::vector<double> values(static_cast<size_t>(n));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = specials[(i * 7) % specials.size()];
+  return values;
+}
+
+TEST(Elementwise, ReluMaskHasOneBitPerElementThatPasses) {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    const Tensor x = from_vector(relu_test_values(37), {37}, TensorOptions().dtype(dtype));
+    // What x holds once rounded to its dtype (1e-30 is 0 in f16).
+    const std::vector<double> held = x.to(DType::f64).to_vector<double>();
+    const Tensor out = empty({37}, TensorOptions().dtype(dtype));
+    const Tensor mask = empty({relu_mask_bytes(37)}, TensorOptions().dtype(DType::u8));
+    ASSERT_EQ(mask.numel(), 8);
+    cpu::relu_kernel(x, out, mask);
+    const Tensor plain = empty({37}, TensorOptions().dtype(dtype));
+    cpu::unary_kernel("relu", UnaryOp::Relu, x, plain);
+    EXPECT_EQ(std::memcmp(out.data(), plain.data(), static_cast<size_t>(out.nbytes())), 0) << dtype_name(dtype);
+    const uint8_t* bytes = mask.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < 64; ++i) {
+      const bool bit = (bytes[i / 8] >> (i % 8)) & 1;
+      const bool passes = i < 37 && !(held[static_cast<size_t>(i)] <= 0.0);
+      EXPECT_EQ(bit, passes) << dtype_name(dtype) << " element " << i;
+    }
+  }
+}
+
+// The gradient passes where the input was > 0 or NaN and is +0 elsewhere, whatever it is: a
+// NaN, an infinity or a -0 passes unchanged. On a transposed input too (relu copies it
+// first), and over a tensor that several threads share in pieces.
+TEST(Elementwise, ReluGradientPassesWhereTheMaskIsSet) {
+  const auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  };
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (const int64_t n : {int64_t{37}, 3 * kRowPiece + 21}) {
+      const TensorOptions options = TensorOptions().dtype(dtype);
+      const Tensor x = from_vector(relu_test_values(2 * n), {n, 2}, options).requires_grad_();
+      std::vector<double> g_values = relu_test_values(2 * n + 3);
+      g_values.erase(g_values.begin(), g_values.begin() + 3);
+      const Tensor g = from_vector(g_values, {2, n}, options);
+      relu(x.t()).backward(g);
+      const std::vector<double> held = x.detach().to(DType::f64).to_vector<double>();
+      const std::vector<double> g_held = g.to(DType::f64).to_vector<double>();
+      const std::vector<double> grad = x.grad().to(DType::f64).to_vector<double>();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < 2; ++j) {
+          const size_t at = static_cast<size_t>(i * 2 + j);  // x's (i, j) is the output's (j, i)
+          const double want = held[at] <= 0.0 ? 0.0 : g_held[static_cast<size_t>(j * n + i)];
+          if (!same(grad[at], want)) ++wrong;
+        }
+      }
+      EXPECT_EQ(wrong, 0) << dtype_name(dtype) << ", " << n << " x 2 values";
+    }
+  }
+  set_num_threads(threads);
+}
+
+// relu's backward reads its mask, not its output: an output changed in place afterwards (under
+// NoGradGuard, the only place it may be) does not change the gradient. PyTorch, which saves the
+// output, refuses such a backward instead (docs/conventions.md).
+TEST(Elementwise, ReluOutputChangedInPlaceKeepsTheGradient) {
+  const Tensor x = from_vector({-1.0, 2.0, 3.0, 0.0}, {4}).requires_grad_();
+  const Tensor y = relu(x);
+  {
+    NoGradGuard no_grad;
+    y.fill_(-5.0);
+  }
+  sum(y * from_vector({10.0, 20.0, 30.0, 40.0}, {4})).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0.0f, 20.0f, 30.0f, 0.0f}));
 }
 
 TEST(Elementwise, ComparisonsGiveBool) {

@@ -8,6 +8,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
+#include "tensor/ops/kernels/relu_mask.h"
 #include "tensor/ops/kernels/tables.h"
 #include "tensor/ops/reduce.h"
 
@@ -127,8 +128,8 @@ Tensor log(const Tensor& a_in) {
   });
 }
 
-// The activations' derivatives are cheapest in terms of their own output, so they save it and
-// use a fused backward kernel.
+// Sigmoid's and tanh's derivatives are cheapest in terms of their own output, so they save it
+// and use a fused backward kernel.
 namespace {
 Tensor activation(const char* name, const char* backward_name, UnaryOp op, BinaryOp backward_op, const Tensor& a) {
   Tensor out = unary_forward(name, op, a);
@@ -138,7 +139,26 @@ Tensor activation(const char* name, const char* backward_name, UnaryOp op, Binar
 }
 }  // namespace
 
-Tensor relu(const Tensor& a) { return activation("relu", "ReluBackward", UnaryOp::Relu, BinaryOp::ReluBackward, a); }
+//! [relu]
+// ReLU's gradient passes where the output is positive (or NaN) and is zero elsewhere, so its
+// backward needs one bit per element rather than the output (PyTorch saves the output):
+// the output's memory is free again once the next layer has read it.
+Tensor relu(const Tensor& a) {
+  check_defined("relu", {&a});
+  if (!any_requires_grad({a})) return unary_forward("relu", UnaryOp::Relu, a);
+  const Tensor x = a.detach().contiguous();
+  Tensor out = empty(x.shape(), x.options());
+  // mask: bit i of byte i / 8 set where element i passes (tensor/ops/kernels/relu_mask.h).
+  const Tensor mask = empty({relu_mask_bytes(x.numel())}, TensorOptions().dtype(DType::u8).device(x.device()));
+  kernels::relu.call(out.device(), x, out, mask);
+  return record(out, "ReluBackward", {a}, [mask](const Tensor& g) {
+    const Tensor grad = g.contiguous();
+    Tensor grad_input = empty(grad.shape(), grad.options());
+    kernels::relu_backward.call(grad_input.device(), grad, mask, grad_input);
+    return std::vector<Tensor>{grad_input};
+  });
+}
+//! [relu]
 Tensor sigmoid(const Tensor& a) {
   return activation("sigmoid", "SigmoidBackward", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a);
 }

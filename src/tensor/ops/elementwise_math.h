@@ -28,8 +28,7 @@ struct BinaryFn {
     else if constexpr (op == BinaryOp::Mul) return x * y;
     else if constexpr (op == BinaryOp::Div) return x / y;
     // The activations' backward rules, given the incoming gradient g = x and the saved output y.
-    // (ReLU blocks the gradient where it output <= 0; a NaN output passes it, as in PyTorch.)
-    else if constexpr (op == BinaryOp::ReluBackward) return y <= T(0) ? T(0) : x;
+    // (ReLU's keeps a mask instead: tensor/ops/kernels/relu_mask.h.)
     else if constexpr (op == BinaryOp::SigmoidBackward) return x * y * (T(1) - y);
     else if constexpr (op == BinaryOp::TanhBackward) return x * (T(1) - y * y);
     else if constexpr (op == BinaryOp::Eq) return x == y;
@@ -65,7 +64,6 @@ decltype(auto) dispatch_arithmetic(BinaryOp op, Fn&& fn) {
     case BinaryOp::Sub: return fn(BinaryFn<BinaryOp::Sub>{});
     case BinaryOp::Mul: return fn(BinaryFn<BinaryOp::Mul>{});
     case BinaryOp::Div: return fn(BinaryFn<BinaryOp::Div>{});
-    case BinaryOp::ReluBackward: return fn(BinaryFn<BinaryOp::ReluBackward>{});
     case BinaryOp::SigmoidBackward: return fn(BinaryFn<BinaryOp::SigmoidBackward>{});
     case BinaryOp::TanhBackward: return fn(BinaryFn<BinaryOp::TanhBackward>{});
     default: throw Error("binary_kernel: a comparison op needs a bool output");

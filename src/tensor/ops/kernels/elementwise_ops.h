@@ -9,7 +9,6 @@ namespace lockstep {
 /// The binary elementwise functions. The *Backward entries take (grad, saved output).
 enum class BinaryOp {
   Add, Sub, Mul, Div,
-  ReluBackward,     ///< grad where out > 0 or NaN, else 0
   SigmoidBackward,  ///< grad * out * (1 - out)
   TanhBackward,     ///< grad * (1 - out^2)
   Eq, Ne, Lt, Le, Gt, Ge  ///< comparisons: out is bool

@@ -19,6 +19,7 @@
 #include "tensor/ops/cpu/max_kernels.h"
 #include "tensor/ops/cpu/pool_kernels.h"
 #include "tensor/ops/cpu/reduce_kernels.h"
+#include "tensor/ops/cpu/relu_kernels.h"
 #include "tensor/ops/cpu/softmax_kernels.h"
 #include "tensor/ops/cuda/amp_kernels.h"
 #include "tensor/ops/cuda/batch_norm_kernels.h"
@@ -30,6 +31,7 @@
 #include "tensor/ops/cuda/max_kernels.h"
 #include "tensor/ops/cuda/pool_kernels.h"
 #include "tensor/ops/cuda/reduce_kernels.h"
+#include "tensor/ops/cuda/relu_kernels.h"
 #include "tensor/ops/cuda/softmax_kernels.h"
 #include "tensor/ops/kernels/dispatch.h"
 
@@ -50,6 +52,11 @@ inline constexpr DeviceKernels<decltype(cpu::scale_kernel)> scale{cpu::scale_ker
 inline constexpr DeviceKernels<decltype(cpu::binary_kernel)> binary{cpu::binary_kernel, cuda::binary_kernel};
 /// out = op(a).
 inline constexpr DeviceKernels<decltype(cpu::unary_kernel)> unary{cpu::unary_kernel, cuda::unary_kernel};
+/// relu, and the mask of what it let through (tensor/ops/kernels/relu_mask.h).
+inline constexpr DeviceKernels<decltype(cpu::relu_kernel)> relu{cpu::relu_kernel, cuda::relu_kernel};
+/// relu's gradient, from that mask.
+inline constexpr DeviceKernels<decltype(cpu::relu_backward_kernel)> relu_backward{cpu::relu_backward_kernel,
+                                                                                 cuda::relu_backward_kernel};
 /// Dropout's mask (the two devices draw different masks; see the kernels' headers).
 inline constexpr DeviceKernels<decltype(cpu::dropout_mask_kernel)> dropout_mask{cpu::dropout_mask_kernel,
                                                                                cuda::dropout_mask_kernel};
