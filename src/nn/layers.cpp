@@ -7,7 +7,11 @@
 
 namespace lockstep {
 
-Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+ReLU::ReLU(bool inplace) : inplace(inplace) {}
+
+Tensor ReLU::forward(const Tensor& input) { return inplace ? relu_(input) : relu(input); }
+
+std::string ReLU::extra_repr() const { return inplace ? "inplace=True" : ""; }
 
 MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding)
     : kernel_size(kernel_size), stride(stride == 0 ? kernel_size : stride), padding(padding) {
@@ -36,7 +40,7 @@ Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_train
 
 std::string Dropout::extra_repr() const { return "p=" + format_float(p) + ", inplace=False"; }
 
-std::shared_ptr<Module> ReLU::clone_structure() const { return std::make_shared<ReLU>(); }
+std::shared_ptr<Module> ReLU::clone_structure() const { return std::make_shared<ReLU>(inplace); }
 
 std::shared_ptr<Module> MaxPool2d::clone_structure() const {
   return std::make_shared<MaxPool2d>(kernel_size, stride, padding);

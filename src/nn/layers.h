@@ -10,13 +10,22 @@
 
 namespace lockstep {
 
-/// max(x, 0) elementwise, like torch.nn.ReLU. Any shape.
+/// max(x, 0) elementwise, like torch.nn.ReLU(inplace). Any shape.
 class ReLU : public Module {
  public:
-  /// x -> max(x, 0), same shape.
+  /// With `inplace`, forward writes over its input (relu_) instead of a new tensor, so the
+  /// layer's output needs no memory of its own; the layer before must not need its output for
+  /// backward (conv2d, linear and batch_norm do not).
+  explicit ReLU(bool inplace = false);
+
+  /// x -> max(x, 0), same shape: a new tensor, or x itself with `inplace`.
   Tensor forward(const Tensor& input) override;
   /// A new ReLU with the same settings (see Module::clone_structure).
   std::shared_ptr<Module> clone_structure() const override;
+  /// "inplace=True" when set, else nothing, as PyTorch prints it.
+  std::string extra_repr() const override;
+
+  bool inplace;  ///< Whether forward overwrites its input.
 };
 
 /// Max pooling over k x k windows, like torch.nn.MaxPool2d(kernel_size, stride, padding).

@@ -66,16 +66,16 @@ std::shared_ptr<Module> make_model(const std::string& name, int64_t in_channels)
   if (name == "mlp") {
     // x: (N, 1, 28, 28) -> (N, 784) -> (N, 256) -> (N, 128) -> (N, 10)
     return std::make_shared<Sequential>(std::make_shared<Flatten>(), std::make_shared<Linear>(784, 256),
-                                        std::make_shared<ReLU>(), std::make_shared<Linear>(256, 128),
-                                        std::make_shared<ReLU>(), std::make_shared<Linear>(128, 10));
+                                        std::make_shared<ReLU>(true), std::make_shared<Linear>(256, 128),
+                                        std::make_shared<ReLU>(true), std::make_shared<Linear>(128, 10));
   }
   if (name == "cnn") {
     // x: (N, 1, 28, 28) -> (N, 32, 26, 26) -> (N, 32, 13, 13) -> (N, 64, 11, 11) -> (N, 64, 5, 5)
     //    -> (N, 1600) -> (N, 128) -> (N, 10)
     return std::make_shared<Sequential>(
-        std::make_shared<Conv2d>(1, 32, 3), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
-        std::make_shared<Conv2d>(32, 64, 3), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
-        std::make_shared<Flatten>(), std::make_shared<Linear>(1600, 128), std::make_shared<ReLU>(),
+        std::make_shared<Conv2d>(1, 32, 3), std::make_shared<ReLU>(true), std::make_shared<MaxPool2d>(2),
+        std::make_shared<Conv2d>(32, 64, 3), std::make_shared<ReLU>(true), std::make_shared<MaxPool2d>(2),
+        std::make_shared<Flatten>(), std::make_shared<Linear>(1600, 128), std::make_shared<ReLU>(true),
         std::make_shared<Linear>(128, 10));
   }
   if (name == "resnet") return std::make_shared<ResNet>(in_channels, 10);

@@ -232,10 +232,11 @@ double Tensor::item() const { return item<double>(); }
 // ---- in-place updates ----------------------------------------------------------------------
 
 namespace {
-// A tensor that requires grad takes part in the graph being recorded, and Lockstep does not
-// record in-place ops, so while recording such a tensor is read-only. Any other tensor may be
-// changed; if the forward pass saved it, the version count makes backward refuse to use it
-// (docs/conventions.md, "Autograd and in-place updates").
+// A tensor that requires grad takes part in the graph being recorded, and Lockstep records no
+// in-place op but relu_ (which checks for itself), so while recording such a tensor is
+// read-only to these methods. Any other tensor may be changed; if the forward pass saved it,
+// the version count makes backward refuse to use it (docs/conventions.md, "Autograd and
+// in-place updates").
 void check_inplace_allowed(const Tensor& t, const char* op) {
   LOCKSTEP_CHECK(!(t.requires_grad() && grad_mode_enabled()), op,
                  ": a tensor that requires grad cannot be modified in place while gradients are recorded "

@@ -74,11 +74,12 @@ def load(data_dir, train):
 
 def make_model(name):
     if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                             nn.Linear(128, 10))
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(inplace=True), nn.Linear(256, 128),
+                             nn.ReLU(inplace=True), nn.Linear(128, 10))
     if name == "cnn":
-        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10))
+        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3),
+                             nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128),
+                             nn.ReLU(inplace=True), nn.Linear(128, 10))
     if name == "resnet50":
         # torchvision's, with a 1-channel stem for Fashion-MNIST, as Lockstep's make_model("resnet50", 1).
         try:

@@ -170,6 +170,38 @@ TEST(Elementwise, ReluOutputChangedInPlaceKeepsTheGradient) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0.0f, 20.0f, 30.0f, 0.0f}));
 }
 
+// relu_ writes over its input and records ReluBackward on it: the tensor's grad_fn moves on
+// from the op that made it, and the gradient is relu's. Without recording it simply applies.
+TEST(Elementwise, ReluInPlaceIsRecordedLikeRelu) {
+  const Tensor w = from_vector({1.0, -2.0, 3.0, -4.0}, {4}).requires_grad_();
+  const Tensor h = w * 2.0;
+  const Tensor& out = relu_(h);
+  EXPECT_EQ(&out, &h);
+  EXPECT_EQ(h.to_vector<float>(), (std::vector<float>{2.0f, 0.0f, 6.0f, 0.0f}));
+  EXPECT_EQ(h.grad_fn()->name(), "ReluBackward");
+  EXPECT_EQ(h.version(), 1);
+  sum(h * from_vector({1.0, 2.0, 3.0, 4.0}, {4})).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2.0f, 0.0f, 6.0f, 0.0f}));
+
+  const Tensor plain = from_vector({-1.0, 5.0}, {2});
+  relu_(plain);
+  EXPECT_EQ(plain.to_vector<float>(), (std::vector<float>{0.0f, 5.0f}));
+}
+
+// What relu_ refuses while recording, each with a sentence that says to use relu: a leaf (its
+// gradient would be for values it no longer holds), a tensor with a view on its memory, and a
+// tensor an op saved for backward (mul saves the other factor).
+TEST(Elementwise, ReluInPlaceRefusesWhatCouldGiveAWrongGradient) {
+  const Tensor w = from_vector({1.0, -2.0}, {2}).requires_grad_();
+  expect_error([&] { relu_(w); }, "relu_: a leaf tensor that requires grad cannot be changed in place");
+  const Tensor h = w * 2.0;
+  const Tensor view = h.view({1, 2});
+  expect_error([&] { relu_(h); }, "share its memory with no other tensor");
+  const Tensor k = w * 3.0;
+  const Tensor product = k * w;  // saves k, for w's gradient
+  expect_error([&] { relu_(k); }, "got a tensor that shares its memory; use relu");
+}
+
 TEST(Elementwise, ComparisonsGiveBool) {
   Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({2, 2, 2}, {3});
   EXPECT_EQ(eq(a, b).dtype(), DType::boolean);

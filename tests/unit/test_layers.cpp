@@ -220,6 +220,15 @@ TEST(Layers, DropoutOnlyActsInTraining) {
 TEST(Layers, ReLUMaxPoolFlatten) {
   ReLU relu_layer;
   EXPECT_EQ(relu_layer(from_vector({-1, 0, 2}, {3})).to_vector<float>(), (std::vector<float>{0, 0, 2}));
+  // ReLU(true) writes over its input, and keeps the setting when DataParallel copies it.
+  ReLU in_place(true);
+  const Tensor input = from_vector({-1, 0, 2}, {3});
+  const Tensor output = in_place(input);
+  EXPECT_EQ(output.storage(), input.storage());
+  EXPECT_EQ(input.to_vector<float>(), (std::vector<float>{0, 0, 2}));
+  EXPECT_EQ(in_place.str(), "ReLU(inplace=True)");
+  EXPECT_EQ(in_place.clone_structure()->str(), "ReLU(inplace=True)");
+  EXPECT_EQ(relu_layer.str(), "ReLU()");
   MaxPool2d pool(2);
   EXPECT_EQ(pool.stride, 2);  // stride 0 means kernel_size
   const Tensor x = arange(0, 16).reshape({1, 1, 4, 4});

@@ -108,14 +108,14 @@ TEST(Models, PrintLikePyTorch) {
   EXPECT_EQ(make_model("cnn")->str(),
             "Sequential(\n"
             "  (0): Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))\n"
-            "  (1): ReLU()\n"
+            "  (1): ReLU(inplace=True)\n"
             "  (2): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
             "  (3): Conv2d(32, 64, kernel_size=(3, 3), stride=(1, 1))\n"
-            "  (4): ReLU()\n"
+            "  (4): ReLU(inplace=True)\n"
             "  (5): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
             "  (6): Flatten(start_dim=1, end_dim=-1)\n"
             "  (7): Linear(in_features=1600, out_features=128, bias=True)\n"
-            "  (8): ReLU()\n"
+            "  (8): ReLU(inplace=True)\n"
             "  (9): Linear(in_features=128, out_features=10, bias=True)\n"
             ")");
   const std::string bn16 = "BatchNorm2d(16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)";

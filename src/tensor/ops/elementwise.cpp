@@ -143,11 +143,9 @@ Tensor activation(const char* name, const char* backward_name, UnaryOp op, Binar
 // ReLU's gradient passes where the output is positive (or NaN) and is zero elsewhere, so its
 // backward needs one bit per element rather than the output (PyTorch saves the output):
 // the output's memory is free again once the next layer has read it.
-Tensor relu(const Tensor& a) {
-  check_defined("relu", {&a});
-  if (!any_requires_grad({a})) return unary_forward("relu", UnaryOp::Relu, a);
-  const Tensor x = a.detach().contiguous();
-  Tensor out = empty(x.shape(), x.options());
+namespace {
+// Runs relu into `out` (which may be `x` itself) and records ReluBackward on it, with the mask.
+Tensor relu_recorded(const Tensor& a, const Tensor& x, const Tensor& out) {
   // mask: bit i of byte i / 8 set where element i passes (tensor/ops/kernels/relu_mask.h).
   const Tensor mask = empty({relu_mask_bytes(x.numel())}, TensorOptions().dtype(DType::u8).device(x.device()));
   kernels::relu.call(out.device(), x, out, mask);
@@ -158,7 +156,41 @@ Tensor relu(const Tensor& a) {
     return std::vector<Tensor>{grad_input};
   });
 }
+}  // namespace
+
+Tensor relu(const Tensor& a) {
+  check_defined("relu", {&a});
+  if (!any_requires_grad({a})) return unary_forward("relu", UnaryOp::Relu, a);
+  const Tensor x = a.detach().contiguous();
+  return relu_recorded(a, x, empty(x.shape(), x.options()));
+}
 //! [relu]
+
+//! [relu_]
+// In place, ReLU needs no memory for its output at all. The op before it must not need its own
+// output for backward: conv2d, linear and batch_norm save their inputs, not their outputs. The
+// tensor's history moves on: its grad_fn becomes ReluBackward, whose edge leads to the node that
+// made it.
+const Tensor& relu_(const Tensor& a) {
+  check_defined("relu_", {&a});
+  if (!any_requires_grad({a})) {
+    kernels::unary.call(a.device(), "relu_", UnaryOp::Relu, a, a);
+    increment_version(a);
+    return a;
+  }
+  LOCKSTEP_CHECK(!a.is_leaf(), "relu_: a leaf tensor that requires grad cannot be changed in place while gradients "
+                 "are recorded (its gradient would be for values it no longer holds); use relu");
+  // Another tensor on the same memory (a view, or a copy an op saved) would see the new values
+  // under its old history: only a tensor that is alone on its memory is changed.
+  LOCKSTEP_CHECK(a.is_contiguous() && a.storage().use_count() == 1,
+                 "relu_: while gradients are recorded, the tensor must be contiguous and share its memory with no "
+                 "other tensor (a view of it, or a copy saved for backward), got ",
+                 a.is_contiguous() ? "a tensor that shares its memory" : "a non-contiguous tensor", "; use relu");
+  relu_recorded(a, a, a);
+  increment_version(a);
+  return a;
+}
+//! [relu_]
 Tensor sigmoid(const Tensor& a) {
   return activation("sigmoid", "SigmoidBackward", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a);
 }

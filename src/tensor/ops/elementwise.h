@@ -23,6 +23,12 @@ Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 /// max(a, 0); its gradient at 0 is 0, as in PyTorch.
 Tensor relu(const Tensor& a);
+/// max(a, 0) written over `a` (torch.relu_, and nn::ReLU(true)), recorded for autograd like
+/// relu. While gradients are recorded, `a` must be the output of an op, contiguous, and share
+/// its memory with no other tensor (no view of it, no copy saved for a backward pass), so that
+/// nothing else can still need its old values; otherwise it throws and says to use relu.
+/// Returns `a`.
+const Tensor& relu_(const Tensor& a);
 /// 1 / (1 + e^-a).
 Tensor sigmoid(const Tensor& a);
 /// Hyperbolic tangent.
