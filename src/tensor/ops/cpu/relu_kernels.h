@@ -11,8 +11,8 @@ namespace lockstep::cpu {
 
 /// out = relu(input), the bits of UnaryOp::Relu (0 where input <= 0, NaN kept, f16 and bf16
 /// compared as floats), and mask's bit i set where input i is > 0 or NaN. input: floating,
-/// contiguous; out: contiguous, input's shape and dtype; mask: u8, contiguous,
-/// relu_mask_bytes(input.numel()) bytes, all of them written.
+/// contiguous; out: contiguous, input's shape and dtype, or input itself (relu_); mask: u8,
+/// contiguous, relu_mask_bytes(input.numel()) bytes, all of them written.
 void relu_kernel(const Tensor& input, const Tensor& out, const Tensor& mask);
 
 /// grad_input i = grad_output i where mask's bit i is set, else 0. grad_output: floating,

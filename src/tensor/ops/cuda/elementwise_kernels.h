@@ -21,7 +21,7 @@ namespace lockstep::cuda {
 LOCKSTEP_CUDA_FN(void binary_kernel(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
                                     const Tensor& out))
 /// out = op(a); a floating (any layout; f16 and bf16 computed in float, rounded once), out with
-/// a's shape and dtype; `name` as above.
+/// a's shape and dtype (or `a` itself, as relu_ passes it); `name` as above.
 LOCKSTEP_CUDA_FN(void unary_kernel(const char* name, UnaryOp op, const Tensor& a, const Tensor& out))
 
 }  // namespace lockstep::cuda

@@ -15,7 +15,8 @@
 namespace lockstep::cuda {
 
 /// out = relu(input) and its mask, as cpu::relu_kernel: input contiguous, out contiguous with
-/// its shape and dtype, mask u8 of relu_mask_bytes(input.numel()) bytes, all written.
+/// its shape and dtype or input itself, mask u8 of relu_mask_bytes(input.numel()) bytes, all
+/// written.
 LOCKSTEP_CUDA_FN(void relu_kernel(const Tensor& input, const Tensor& out, const Tensor& mask))
 /// grad_input = grad_output where the mask's bit is set, else 0, as cpu::relu_backward_kernel.
 LOCKSTEP_CUDA_FN(void relu_backward_kernel(const Tensor& grad_output, const Tensor& mask, const Tensor& grad_input))
