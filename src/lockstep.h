@@ -54,7 +54,7 @@
 #include "tensor/ops/cuda/gemm.h"
 #include "tensor/ops/dropout.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/join.h"
+#include "tensor/ops/cat.h"
 #include "tensor/ops/loss.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/max.h"

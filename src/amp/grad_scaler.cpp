@@ -1,5 +1,5 @@
 // GradScaler's bookkeeping: stages, flags and the scale. The arithmetic on the gradients is one
-// kernel, run through the dispatch point (tensor/ops/kernels/tables.h) on their device.
+// kernel, run through the dispatch point (tensor/ops/dispatch/amp_kernels.h) on their device.
 #include "amp/grad_scaler.h"
 
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/amp_kernels.h"
 
 namespace lockstep {
 
@@ -27,8 +27,8 @@ double value_of(const StateDict& state, const char* key) {
   }
   std::string expected;
   for (const char* k : kStateKeys) expected += std::string(expected.empty() ? "" : ", ") + k;
-  throw Error(detail::concat("GradScaler.load_state_dict: the state dict has no \"", key,
-                             "\" entry; expected the keys ", expected, " that GradScaler::state_dict() returns"));
+  LOCKSTEP_FAIL("GradScaler.load_state_dict: the state dict has no \"", key,
+                "\" entry; expected the keys ", expected, " that GradScaler::state_dict() returns");
 }
 
 // Refuses settings with which scaling cannot work, naming `caller` and the scale's name there.

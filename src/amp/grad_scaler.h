@@ -83,7 +83,7 @@ class GradScaler {
 
   /// Divides the gradients of `optimizer`'s parameters by the scale, in place, and records
   /// whether any of them holds an inf or NaN, in one pass over each gradient (the fused
-  /// kernel, tensor/ops/cpu/amp_kernels.h). Call it between backward() and step() to see or
+  /// kernel, tensor/ops/dispatch/amp_kernels.h). Call it between backward() and step() to see or
   /// clip the true gradients; at most once per optimiser between two update()s. Gradients
   /// must be f32 or f64. Does nothing when the scaler is disabled.
   void unscale_(Optimizer& optimizer);

@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "core/half.h"
-#include "tensor/cuda/copy_kernels.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_reduce_ops.h"
 #include "distributed/process_group_mpi.h"

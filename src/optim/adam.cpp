@@ -5,23 +5,12 @@
 
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "tensor/strided_loop.h"
 #include "optim/adam_rule.h"
-#include "optim/cuda/fused_updates.h"
-#include "tensor/ops/kernels/dispatch.h"
+#include "optim/fused_updates.h"
 
 namespace lockstep {
 
 namespace {
-// Adam on the CPU: adam_rule (optim/adam_rule.h, shared with the CUDA kernel) for each of n
-// contiguous elements, on several threads for large parameters (see sgd.cpp for `c`).
-template <class T>
-void adam_update(int64_t n, T* param, const T* grad, T* exp_avg, T* exp_avg_sq, const AdamConstants<T>& constants) {
-  const AdamConstants<T> c = constants;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
-  for (int64_t i = 0; i < n; ++i) adam_rule(i, param, grad, exp_avg, exp_avg_sq, c);
-}
-
 // The constructor's rules for Adam's hyper-parameters; `where` starts the messages.
 void check_adam(const std::string& where, double beta1, double beta2, double eps, double weight_decay) {
   LOCKSTEP_CHECK(eps >= 0.0, where, ": expected an eps >= 0, got ", eps);
@@ -104,10 +93,8 @@ void Adam::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     using T = typename decltype(tag)::type;
     const AdamConstants<T> c = adam_constants<T>(s);
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    using Update = void(int64_t, T*, const T*, T*, T*, const AdamConstants<T>&);
-    constexpr DeviceKernels<Update> adam_kernels{adam_update<T>, cuda::adam_update};
-    adam_kernels.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), exp_avg.data_ptr<T>(),
-                      exp_avg_sq.data_ptr<T>(), c);
+    kernels::adam_update<T>.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(),
+                                 exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), c);
   });
   // Written through their pointers, so counted here (step() counts the parameter's write).
   for (const Tensor& written : {step_count, exp_avg, exp_avg_sq}) increment_version(written);

@@ -4,29 +4,10 @@
 
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "tensor/strided_loop.h"
-#include "optim/cuda/fused_updates.h"
+#include "optim/fused_updates.h"
 #include "optim/sgd_rule.h"
-#include "tensor/ops/kernels/dispatch.h"
 
 namespace lockstep {
-
-namespace {
-//! [sgd loop]
-// SGD on the CPU: sgd_rule (optim/sgd_rule.h, shared with the CUDA kernel) for each of n
-// contiguous elements, on several threads for large parameters. Inlined, the rule's switches
-// become loop-invariant, and the compiler emits one vectorised loop per combination of them,
-// provided it can prove that no store to param changes them: firstprivate gives every thread
-// its own copy `c` of the constants (shared, or read through the reference, they might alias
-// param, and the loops would stay scalar).
-template <class T>
-void sgd_update(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& constants) {
-  const SGDConstants<T> c = constants;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain) firstprivate(c)
-  for (int64_t i = 0; i < n; ++i) sgd_rule(i, param, grad, buf, c);
-}
-//! [sgd loop]
-}  // namespace
 
 namespace {
 // The constructor's rules for SGD's hyper-parameters; `where` starts the messages.
@@ -84,9 +65,7 @@ void SGD::update(size_t param_index, const Tensor& param, const Tensor& grad) {
     const SGDConstants<T> c = sgd_constants<T>(s);
     T* b = buf.defined() ? buf.data_ptr<T>() : nullptr;
     // The same rule on either device: a loop here, one fused kernel on a GPU.
-    using Update = void(int64_t, T*, const T*, T*, const SGDConstants<T>&);
-    constexpr DeviceKernels<Update> sgd_kernels{sgd_update<T>, cuda::sgd_update};
-    sgd_kernels.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
+    kernels::sgd_update<T>.call(param.device(), param.numel(), param.data_ptr<T>(), grad.data_ptr<T>(), b, c);
   });
   // Written through its pointer, so counted here (step() counts the parameter's write).
   if (buf.defined()) increment_version(buf);

@@ -1,23 +1,10 @@
 #include "tensor/copy.h"
 
 #include "core/error.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/checks.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
 
 namespace lockstep {
-
-Shape broadcast_strides(const Tensor& t, const Shape& target, const char* op) {
-  const int64_t dims = static_cast<int64_t>(target.size());
-  const int64_t lead = dims - t.dim();
-  LOCKSTEP_CHECK(lead >= 0, op, ": cannot broadcast shape ", shape_str(t.shape()), " to ", shape_str(target));
-  Shape strides(target.size(), 0);
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const int64_t size = t.shape()[d];
-    LOCKSTEP_CHECK(size == target[lead + d] || size == 1, op, ": cannot broadcast shape ", shape_str(t.shape()),
-                   " to ", shape_str(target));
-    strides[lead + d] = size == 1 ? 0 : t.strides()[d];
-  }
-  return strides;
-}
 
 namespace {
 // A destination with a stride-0 (expanded) dimension would write several results into one
@@ -28,10 +15,6 @@ void check_writable(const Tensor& dst, const char* op) {
                    "in dimension ", d, "), so several of its elements share one memory location; write to a "
                    "contiguous() copy instead");
   }
-}
-void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  LOCKSTEP_CHECK(a.device() == b.device(), op, ": expected all tensors on the same device, got ", a.device(), " and ",
-                 b.device());
 }
 }  // namespace
 
@@ -48,7 +31,7 @@ void fill_strided(const Tensor& dst, double value) {
 }
 
 void axpy_strided(double alpha, const Tensor& src, const Tensor& dst) {
-  check_same_device(src, dst, "add_");
+  check_same_device("add_", {&src, &dst});
   check_writable(dst, "add_");
   LOCKSTEP_CHECK(src.dtype() == dst.dtype(), "add_: expected both tensors to have the same dtype, got ",
                  dtype_name(dst.dtype()), " and ", dtype_name(src.dtype()));

@@ -1,8 +1,7 @@
 /// \file
 /// The elementwise building blocks that Tensor itself needs (contiguous(), to(dtype), fill_,
 /// copy_, add_, mul_): strided loops over one or two tensors on the same device. Each checks its
-/// arguments and runs the kernel of their device, tensor/cpu/copy_kernels.h or
-/// tensor/cuda/copy_kernels.h (through tensor/ops/kernels/tables.h).
+/// arguments and runs the kernel of their device (tensor/ops/dispatch/copy_kernels.h).
 #pragma once
 
 #include "tensor/tensor.h"
@@ -18,8 +17,5 @@ void fill_strided(const Tensor& dst, double value);
 void axpy_strided(double alpha, const Tensor& src, const Tensor& dst);
 /// dst[i] *= value (floating dst).
 void scale_strided(double value, const Tensor& dst);
-/// Strides that walk `t` as if it had shape `target` (broadcasting: size-1 or missing leading
-/// dimensions get stride 0). Throws if `t` cannot broadcast to `target`; `op` names the caller.
-Shape broadcast_strides(const Tensor& t, const Shape& target, const char* op);
 
 }  // namespace lockstep

@@ -28,6 +28,32 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+Shape broadcast_strides(const Tensor& t, const Shape& target, const char* op) {
+  const int64_t dims = static_cast<int64_t>(target.size());
+  const int64_t lead = dims - t.dim();
+  LOCKSTEP_CHECK(lead >= 0, op, ": cannot broadcast shape ", shape_str(t.shape()), " to ", shape_str(target));
+  Shape strides(target.size(), 0);
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t size = t.shape()[d];
+    LOCKSTEP_CHECK(size == target[lead + d] || size == 1, op, ": cannot broadcast shape ", shape_str(t.shape()),
+                   " to ", shape_str(target));
+    strides[lead + d] = size == 1 ? 0 : t.strides()[d];
+  }
+  return strides;
+}
+
+int64_t wrap_dim(int64_t d, int64_t dims, const char* op, bool wrap_scalar) {
+  // The message starts with the op's name where there is one: "softmax: dimension 2 is ...".
+  const char* prefix = op != nullptr ? op : "";
+  const char* colon = op != nullptr ? ": " : "";
+  LOCKSTEP_CHECK(dims > 0 || wrap_scalar, prefix, colon, "dimension ", d,
+                 " specified, but a 0-d tensor has no dimensions");
+  const int64_t range = std::max<int64_t>(dims, 1);
+  LOCKSTEP_CHECK(d >= -range && d < range, prefix, colon, "dimension ", d, " is out of range for a ", dims,
+                 "-D tensor");
+  return d < 0 ? d + range : d;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t running = 1;
@@ -59,19 +85,14 @@ const TensorImpl& checked(const TensorImpl* impl) {
   LOCKSTEP_CHECK(impl != nullptr, "tensor is undefined (default-constructed, or a gradient that was never computed)");
   return *impl;
 }
-int64_t wrap_dim(int64_t d, int64_t dims) {
-  LOCKSTEP_CHECK(dims > 0, "dimension ", d, " specified, but a 0-d tensor has no dimensions");
-  LOCKSTEP_CHECK(d >= -dims && d < dims, "dimension ", d, " is out of range for a ", dims, "-D tensor");
-  return d < 0 ? d + dims : d;
-}
 }  // namespace
 
 const Shape& Tensor::shape() const { return checked(impl_.get()).shape; }
 const Shape& Tensor::strides() const { return checked(impl_.get()).strides; }
 int64_t Tensor::offset() const { return checked(impl_.get()).offset; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim())]; }
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), nullptr, false)]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), nullptr, false)]; }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 int64_t Tensor::nbytes() const { return numel() * static_cast<int64_t>(element_size(dtype())); }
 DType Tensor::dtype() const { return checked(impl_.get()).dtype; }

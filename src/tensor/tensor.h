@@ -38,6 +38,11 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);
 /// Number of elements of a shape (1 for the scalar shape []).
 int64_t shape_numel(const Shape& shape);
+/// Maps a possibly negative dimension index `d` of a `dims`-D tensor into [0, dims), as
+/// PyTorch's maybe_wrap_dim: -1 is the last dimension. A 0-d tensor has one position, 0 or -1,
+/// where `wrap_scalar` (most ops); without it (size(), stride()) any index of a 0-d tensor is an
+/// error. Throws a sentence naming `op` (if not null) and the dimension otherwise.
+int64_t wrap_dim(int64_t d, int64_t dims, const char* op = nullptr, bool wrap_scalar = true);
 /// Row-major ("C-contiguous") strides for a shape: the last dimension has stride 1.
 Shape contiguous_strides(const Shape& shape);
 /// The bytes a contiguous tensor of non-negative `shape` and `dtype` needs, or nullopt where
@@ -280,6 +285,10 @@ Tensor from_vector(const std::vector<Int>& values, const Shape& shape, const Ten
 }
 /// Uninitialised tensor with the shape, dtype and device of `like`.
 Tensor empty_like(const Tensor& like);
+
+/// Strides that walk `t` as if it had shape `target` (broadcasting: size-1 or missing leading
+/// dimensions get stride 0). Throws if `t` cannot broadcast to `target`; `op` names the caller.
+Shape broadcast_strides(const Tensor& t, const Shape& target, const char* op);
 /// Zeros with the shape, dtype and device of `like`.
 Tensor zeros_like(const Tensor& like);
 /// Ones with the shape, dtype and device of `like`.

@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "tensor/cuda/copy_kernels.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
 #include "lockstep.h"
 
 namespace {

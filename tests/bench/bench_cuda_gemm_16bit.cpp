@@ -22,7 +22,7 @@
 #include <type_traits>
 
 #include "lockstep.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/cuda/gemm.h"
 
 namespace {
 
@@ -46,11 +46,10 @@ void BM_CudaGemmSquare(benchmark::State& state) {
   const lockstep::Tensor c = lockstep::empty({n, n}, lockstep::TensorOptions().device(device));  // f32
   auto product = [&] {
     if constexpr (std::is_same_v<T, float>) {
-      lockstep::kernels::gemm<float>.call(device, n, n, n, 1.0f, a.data_ptr<float>(), n, 1, b.data_ptr<float>(), n,
-                                          1, 0.0f, c.data_ptr<float>(), n);
+      lockstep::cuda::gemm(n, n, n, 1.0f, a.data_ptr<float>(), n, 1, b.data_ptr<float>(), n, 1, 0.0f,
+                           c.data_ptr<float>(), n);
     } else {
-      lockstep::kernels::gemm_16bit<T>.call(device, n, n, n, 1.0f, a.data_ptr<T>(), n, 1, b.data_ptr<T>(), n, 1, 0.0f,
-                                            c.data_ptr<float>(), n);
+      lockstep::cuda::gemm(n, n, n, 1.0f, a.data_ptr<T>(), n, 1, b.data_ptr<T>(), n, 1, 0.0f, c.data_ptr<float>(), n);
     }
   };
   // One untimed product first: creates the cuBLAS handle and lets cuBLAS pick its kernel.

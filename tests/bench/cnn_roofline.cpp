@@ -43,10 +43,10 @@
 #include "common/program.h"
 #include "lockstep.h"
 #include "peak.h"
-#include "tensor/ops/cpu/conv_kernels.h"
-#include "tensor/ops/cpu/loss_kernels.h"
-#include "tensor/ops/cpu/pool_kernels.h"
-#include "tensor/ops/cpu/relu_kernels.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 
 namespace {
 

@@ -6,6 +6,11 @@
 # folder and of any folder in a lower layer; an include of a higher layer, or of another folder
 # of the same layer, is reported as "file:line: ..." and the script fails. A top folder that is
 # not in the table below is an error too, so a new folder has to be given its place.
+#
+# Inside tensor/, which is one layer, its parts are ordered the same way (TENSOR_PARTS below):
+# the per-element rules both backends share, the Tensor handle, the kernels' declarations and
+# their dispatch, the CPU and CUDA kernels, and the ops with autograd on top. A part may include
+# its own part and the parts below it; the two kernel folders never include each other.
 
 # The layers, lowest first, each a space-separated list of top folders: a folder may use every
 # folder listed on the lines above its own.
@@ -16,6 +21,16 @@ set(LAYERS
   "nn optim data"                  # modules, optimisers, datasets and loaders
   "parallel distributed amp io"    # DataParallel, DDP and process groups, mixed precision, checkpoints
   "lockstep.h")                    # the one header a program includes
+
+# The parts of tensor/, lowest first: a folder (ending in "/") holds everything under it, a file
+# only itself, and the last part holds the rest of tensor/. Ops and autograd use each other (a
+# backward pass calls ops), as in PyTorch's ATen, so they share the top part.
+set(TENSOR_PARTS
+  "tensor/ops/rules/"                                            # per-element rules, shared types
+  "tensor/tensor.h tensor/tensor_impl.h tensor/strided_loop.h"   # the Tensor handle, its loops
+  "tensor/ops/dispatch/"                                         # kernel pairs and their dispatch
+  "tensor/ops/cpu/ tensor/ops/cuda/"                             # the kernels of each backend
+  "tensor/")                                                     # ops, autograd, autocast, Tensor's methods
 
 if(NOT SRC)
   message(FATAL_ERROR "check_layering: pass -DSRC=<the library's src folder>")
@@ -45,6 +60,25 @@ function(layer_name index result)
   set(${result} "${layer}" PARENT_SCOPE)
 endfunction()
 
+# tensor_part_of(<path> <index> <entry>): the part of tensor/ that holds <path>, and the folder
+# or file of that part that matched it.
+function(tensor_part_of path index_result entry_result)
+  set(index 0)
+  foreach(part ${TENSOR_PARTS})
+    string(REPLACE " " ";" entries "${part}")
+    foreach(entry ${entries})
+      string(LENGTH "${entry}" length)
+      string(SUBSTRING "${path}" 0 ${length} prefix)
+      if((entry MATCHES "/$" AND prefix STREQUAL entry) OR path STREQUAL entry)
+        set(${index_result} ${index} PARENT_SCOPE)
+        set(${entry_result} "${entry}" PARENT_SCOPE)
+        return()
+      endif()
+    endforeach()
+    math(EXPR index "${index} + 1")
+  endforeach()
+endfunction()
+
 file(GLOB_RECURSE sources RELATIVE "${SRC}" "${SRC}/*.h" "${SRC}/*.cpp" "${SRC}/*.cu" "${SRC}/*.cuh")
 list(SORT sources)
 set(violations "")
@@ -67,6 +101,17 @@ foreach(source ${sources})
     math(EXPR checked "${checked} + 1")
     string(REGEX REPLACE "/.*" "" to "${header}")
     if(to STREQUAL from)
+      if(from STREQUAL "tensor")
+        tensor_part_of("${source}" from_part from_entry)
+        tensor_part_of("${header}" to_part to_entry)
+        list(GET TENSOR_PARTS ${from_part} from_name)
+        list(GET TENSOR_PARTS ${to_part} to_name)
+        if(to_part GREATER from_part)
+          list(APPEND violations "${root}/${source}:${line_number}: includes \"${header}\" from a higher part of tensor/ (${to_name}) than its own (${from_name})")
+        elseif(to_part EQUAL from_part AND from_entry MATCHES "/$" AND NOT to_entry STREQUAL from_entry)
+          list(APPEND violations "${root}/${source}:${line_number}: includes \"${header}\" from '${to_entry}', a neighbour in its own part of tensor/ (${from_name}), where only lower parts may be used")
+        endif()
+      endif()
       continue()
     endif()
     layer_of("${to}" to_layer)

@@ -23,8 +23,19 @@
 #include "gemm_test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
-#include "tensor/ops/kernels/conv_geometry.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/rules/conv_geometry.h"
+#include "tensor/ops/cpu/gemm_16bit.h"
+#include "tensor/ops/cuda/gemm.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
+#include "tensor/ops/dispatch/elementwise_kernels.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
+#include "tensor/ops/dispatch/max_kernels.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
+#include "tensor/ops/dispatch/reduce_kernels.h"
+#include "tensor/ops/dispatch/softmax_kernels.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -85,9 +96,12 @@ void check_gemm(int64_t M, int64_t K, int64_t N, float alpha, float beta,
       [&](Device device) {
         const auto [A, B] = view(a.to(device), b.to(device));
         const Tensor C = c0.to(device).clone();
-        kernels::gemm_16bit<T>.call(device, M, N, K, alpha, A.template data_ptr<T>(), A.stride(0), A.stride(1),
-                                    B.template data_ptr<T>(), B.stride(0), B.stride(1), beta,
-                                    C.template data_ptr<float>(), C.stride(0));
+        // The pointer-level GEMM of each backend (the ops reach them through batched_gemm).
+        using Gemm = void (*)(int64_t, int64_t, int64_t, float, const T*, int64_t, int64_t, const T*, int64_t,
+                              int64_t, float, float*, int64_t);
+        const Gemm gemm = device.is_cuda() ? static_cast<Gemm>(cuda::gemm) : static_cast<Gemm>(cpu::gemm_16bit<T>);
+        gemm(M, N, K, alpha, A.template data_ptr<T>(), A.stride(0), A.stride(1), B.template data_ptr<T>(),
+             B.stride(0), B.stride(1), beta, C.template data_ptr<float>(), C.stride(0));
         return C;
       },
       rtol(DType::f32, K), atol(DType::f32, K), what + " " + dtype_name(dtype));

@@ -12,8 +12,8 @@
 #include "../unit/test_util.h"
 #include "gpu_test_util.h"
 #include "lockstep.h"
-#include "tensor/ops/kernels/relu_mask.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/rules/relu_mask.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -132,7 +132,7 @@ TEST(GpuElementwise, EveryUnaryOpAndItsBackward) {
   }
 }
 
-// relu's mask (tensor/ops/kernels/relu_mask.h): the CUDA kernel gathers a warp's 32 bits with
+// relu's mask (tensor/ops/rules/relu_mask.h): the CUDA kernel gathers a warp's 32 bits with
 // a ballot, the CPU builds them a byte at a time; the masks must be the same bytes, padding
 // included, and the outputs the same values. Lengths end inside a byte, a word, a warp and a
 // block, and one spans more blocks than a grid holds at once; a third of the values are 0.

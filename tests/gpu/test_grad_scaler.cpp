@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/amp_kernels.h"
 
 using namespace lockstep;
 using namespace lockstep::test;

@@ -16,7 +16,6 @@
 #include "lockstep.h"
 #include "core/cuda/device_guard.h"
 #include "tensor/ops/cuda/gemm.h"
-#include "tensor/ops/kernels/tables.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -162,14 +161,14 @@ TEST(GpuMatmul, GemmScalesAndNeverReadsCWhenBetaIsZero) {
     const TensorOptions on_gpu = TensorOptions().dtype(dtype).device(gpu());
     const Tensor nan = full({M, N}, std::numeric_limits<double>::quiet_NaN(), on_gpu);
     if (dtype == DType::f32) {
-      kernels::gemm<float>.call(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, -2.0f,
+      cuda::gemm(M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, -2.0f,
                  gc.data_ptr<float>(), N);
-      kernels::gemm<float>.call(gpu(), M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, 0.0f,
+      cuda::gemm(M, N, K, 0.5f, ga.data_ptr<float>(), K, 1, gb.data_ptr<float>(), N, 1, 0.0f,
                  nan.data_ptr<float>(), N);
     } else {
-      kernels::gemm<double>.call(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, -2.0,
+      cuda::gemm(M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, -2.0,
                  gc.data_ptr<double>(), N);
-      kernels::gemm<double>.call(gpu(), M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, 0.0,
+      cuda::gemm(M, N, K, 0.5, ga.data_ptr<double>(), K, 1, gb.data_ptr<double>(), N, 1, 0.0,
                  nan.data_ptr<double>(), N);
     }
     const Tensor product = matmul(a, b) * 0.5;

@@ -12,8 +12,8 @@
 
 #include "distributed/sync_batch_norm.h"
 #include "gpu_test_util.h"
-#include "tensor/ops/cpu/batch_norm_kernels.h"
-#include "tensor/ops/cuda/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
 
 using namespace lockstep;
 using namespace lockstep::test;

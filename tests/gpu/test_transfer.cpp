@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/busy_gpu.h"
-#include "tensor/cuda/copy_kernels.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
 #include "gpu_test_util.h"
 #include "../unit/test_util.h"
 

@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "lockstep.h"
-#include "tensor/ops/cpu/batch_norm_kernels.h"
-#include "tensor/ops/cpu/dropout_kernels.h"
-#include "tensor/ops/cpu/loss_kernels.h"
-#include "tensor/ops/cpu/max_kernels.h"
-#include "tensor/ops/cpu/pool_kernels.h"
-#include "tensor/ops/cpu/softmax_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
+#include "tensor/ops/dispatch/max_kernels.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
+#include "tensor/ops/dispatch/softmax_kernels.h"
 #include "test_util.h"
 
 using namespace lockstep;

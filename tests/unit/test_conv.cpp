@@ -7,7 +7,7 @@
 
 #include "gradcheck.h"
 #include "lockstep.h"
-#include "tensor/ops/cpu/conv_kernels.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
 #include "test_util.h"
 
 using namespace lockstep;

@@ -9,8 +9,8 @@
 
 #include "gradcheck.h"
 #include "lockstep.h"
-#include "tensor/ops/cpu/elementwise_kernels.h"
-#include "tensor/ops/cpu/relu_kernels.h"
+#include "tensor/ops/dispatch/elementwise_kernels.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 #include "tensor/strided_loop.h"
 #include "test_util.h"
 
@@ -90,7 +90,7 @@ TEST(Elementwise, ReluKeepsNaN) {
 }
 
 // relu keeps, for its backward pass, one bit per element instead of its output
-// (tensor/ops/kernels/relu_mask.h): bit i % 8 of byte i / 8, set where element i is > 0 or
+// (tensor/ops/rules/relu_mask.h): bit i % 8 of byte i / 8, set where element i is > 0 or
 // NaN, and 0 past the last element. Its output has the bits of the plain elementwise relu.
 // 37 values: two vectors of 16 (the AVX-512 loop), a tail of 5 and a part-filled word.
 std::vector<double> relu_test_values(int64_t n) {

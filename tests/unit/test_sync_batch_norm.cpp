@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "distributed/sync_batch_norm.h"
-#include "tensor/ops/cpu/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
 #include "test_util.h"
 
 namespace lockstep {

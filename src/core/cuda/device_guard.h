@@ -1,7 +1,7 @@
 /// \file
 /// DeviceGuard: makes a CUDA device the calling thread's current one for a scope. Callable from
 /// any C++ file (no CUDA types), so that the one place that chooses between an op's CPU and
-/// CUDA kernel (tensor/ops/kernels/dispatch.h) also makes the tensors' device current.
+/// CUDA kernel (tensor/ops/dispatch/device_kernels.h) also makes the tensors' device current.
 #pragma once
 
 #include "core/cuda/api.h"

@@ -1,15 +1,15 @@
-// The optimisers' fused updates on a GPU (declared in optim/cuda/fused_updates.h). param, grad
+// The optimisers' fused updates on a GPU (declared in optim/fused_updates.h). param, grad
 // and the state arrays (momentum buffer; exp_avg, exp_avg_sq): n contiguous elements each. The
-// CPU references are the loops in optim/sgd.cpp and optim/adam.cpp, and the per-element
+// CPU references are the loops in optim/cpu/fused_updates.cpp, and the per-element
 // arithmetic is literally shared: both call sgd_rule (optim/sgd_rule.h) and adam_rule
 // (optim/adam_rule.h), so the GPU matches the CPU up to the rounding of fused multiply-adds.
 //
 // Decomposition: element i belongs to thread i of a grid-stride loop. The elements are
 // independent, so there is nothing to synchronise; each thread reads its gradient and state
 // once and writes its value and state once, which makes the update memory-bound by design.
-#include "optim/cuda/fused_updates.h"
+#include "optim/fused_updates.h"
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 
 namespace lockstep::cuda {
 
@@ -33,8 +33,8 @@ __global__ void adam_elements(int64_t n, T* param, const T* grad, T* exp_avg, T*
   }
 }
 
-// Both run on the current device, which the dispatch point (DeviceKernels::call) has made the
-// parameter's.
+// Both run on the current device, which the dispatch point (kernels::sgd_update<T>.call and
+// kernels::adam_update<T>.call, optim/fused_updates.h) has made the parameter's.
 template <class T>
 void launch_sgd(int64_t n, T* param, const T* grad, T* buf, const SGDConstants<T>& c) {
   if (n == 0) return;

@@ -8,8 +8,8 @@
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/join.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/cat.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
 
 namespace lockstep {
 

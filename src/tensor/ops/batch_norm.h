@@ -2,7 +2,7 @@
 /// Batch normalisation (torch.nn.functional.batch_norm): normalise every channel to zero mean
 /// and unit variance over the batch (and the spatial positions), then scale and shift it by a
 /// learned weight and bias. The per-channel kernels it is built from live in
-/// tensor/ops/cpu/batch_norm_kernels.h, where sync_batch_norm, the op under SyncBatchNorm,
+/// tensor/ops/dispatch/batch_norm_kernels.h, where sync_batch_norm, the op under SyncBatchNorm,
 /// reuses them between its collectives.
 #pragma once
 

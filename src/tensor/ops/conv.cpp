@@ -1,5 +1,5 @@
 // conv2d: checks the shapes, runs the im2col + GEMM kernels of the tensors' device
-// (tensor/ops/cpu/conv_kernels.h, tensor/ops/cuda/conv_kernels.h) and records the backward pass.
+// (tensor/ops/dispatch/conv_kernels.h, tensor/ops/dispatch/conv_kernels.h) and records the backward pass.
 #include "tensor/ops/conv.h"
 
 #include "tensor/autocast.h"
@@ -8,7 +8,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {

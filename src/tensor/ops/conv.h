@@ -9,7 +9,7 @@
 /// matrix product W (C_out, C_in*kH*kW) x cols (C_in*kH*kW, H_out*W_out), and matrix product
 /// is the fastest kernel we have (cpu::gemm: cache-blocked, vectorised, multithreaded). The
 /// copy costs kH*kW times the image's memory and a little time; the GEMM more than pays for
-/// it. The backward pass is two more GEMMs of the same shapes (see tensor/ops/cpu/conv_kernels.h).
+/// it. The backward pass is two more GEMMs of the same shapes (see tensor/ops/dispatch/conv_kernels.h).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include "core/generator.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
 
 namespace lockstep {
 

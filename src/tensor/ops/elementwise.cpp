@@ -8,8 +8,9 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/relu_mask.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/rules/relu_mask.h"
+#include "tensor/ops/dispatch/elementwise_kernels.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -146,7 +147,7 @@ Tensor activation(const char* name, const char* backward_name, UnaryOp op, Binar
 namespace {
 // Runs relu into `out` (which may be `x` itself) and records ReluBackward on it, with the mask.
 Tensor relu_recorded(const Tensor& a, const Tensor& x, const Tensor& out) {
-  // mask: bit i of byte i / 8 set where element i passes (tensor/ops/kernels/relu_mask.h).
+  // mask: bit i of byte i / 8 set where element i passes (tensor/ops/rules/relu_mask.h).
   const Tensor mask = empty({relu_mask_bytes(x.numel())}, TensorOptions().dtype(DType::u8).device(x.device()));
   kernels::relu.call(out.device(), x, out, mask);
   return record(out, "ReluBackward", {a}, [mask](const Tensor& g) {

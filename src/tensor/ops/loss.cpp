@@ -5,7 +5,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
 
 namespace lockstep {
 
@@ -25,7 +25,7 @@ void check_classification(const char* op, const char* what, const Tensor& input,
   // A class index outside [0, C) would read outside the row: refuse it, naming the row. On a
   // GPU, looking at the targets here would stall until they were copied back; the CUDA
   // kernels check them on the device instead and make the loss NaN (see
-  // tensor/ops/cuda/loss_kernels.h).
+  // tensor/ops/dispatch/loss_kernels.h).
   if (target.device().is_cuda()) return;
   const Tensor t = target.contiguous();
   const int64_t* classes_of = t.data_ptr<int64_t>();

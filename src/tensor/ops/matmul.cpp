@@ -1,74 +1,20 @@
-// matmul and linear: shape checks, then one GEMM per matrix of the batch (kernels::gemm: cpu::gemm
-// or cuda::gemm, by the tensors' device), reading every operand through its own strides (a
-// transposed view costs nothing).
+// matmul and linear: shape checks, then the batched GEMM of the tensors' device
+// (kernels::batched_gemm, tensor/ops/dispatch/matmul_kernels.h), which reads every operand
+// through its own strides (a transposed view costs nothing).
 #include "tensor/ops/matmul.h"
-
-#include <type_traits>
 
 #include "tensor/autocast.h"
 
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
-#include "tensor/copy.h"
-#include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/matmul_kernels.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
 
 namespace {
-
-// One product C = A B + beta C on the device: kernels::gemm for f32 and f64, and for the 16-bit
-// types kernels::gemm_16bit, which sums in f32 and writes an f32 C.
-template <class T, class Acc>
-void gemm_on(Device device, int64_t M, int64_t N, int64_t K, const T* a, int64_t a_row, int64_t a_col, const T* b,
-             int64_t b_row, int64_t b_col, Acc beta, Acc* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    kernels::gemm<T>.call(device, M, N, K, T(1), a, a_row, a_col, b, b_row, b_col, beta, c, ldc);
-  } else {
-    kernels::gemm_16bit<T>.call(device, M, N, K, 1.0f, a, a_row, a_col, b, b_row, b_col, beta, c, ldc);
-  }
-}
-
-// out[i] = a[i] b[i] + beta * out[i] for every matrix i of out (batch..., M, N), contiguous.
-// a is walked with `a_strides` as if it had shape (batch..., M, K), b with `b_strides` as
-// (batch..., K, N): a stride of 0 repeats one matrix over a broadcast batch dimension.
-// 16-bit products accumulate in an f32 copy of out, rounded to out's dtype once at the end.
-void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b, const Shape& b_strides,
-                  int64_t K, const Tensor& out, double beta) {
-  const int64_t dims = out.dim();
-  const int64_t M = out.size(-2), N = out.size(-1);
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  dispatch_floating_and_16bit(out.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = opmath_t<T>;
-    constexpr bool wide = std::is_same_v<T, Acc>;
-    const Tensor acc = wide ? out : beta != 0.0 ? out.to(DType::f32) : empty(out.shape(), out.options().dtype(DType::f32));
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    Acc* pc = acc.data_ptr<Acc>();
-    // One product at a time: gemm itself spreads a large product over the CPU's threads or the
-    // GPU's cores. On a GPU each call only queues the product and returns.
-    const int64_t batches = shape_numel(batch);
-    for (int64_t i = 0; i < batches; ++i) {
-      // Matrix i's first element in a and b: split i into batch indices, last fastest.
-      int64_t oa = 0, ob = 0;
-      for (int64_t d = dims - 3, rest = i; d >= 0; --d) {
-        const int64_t index = rest % batch[d];
-        rest /= batch[d];
-        oa += index * a_strides[d];
-        ob += index * b_strides[d];
-      }
-      const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
-      const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
-      gemm_on<T, Acc>(out.device(), M, N, K, pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<Acc>(beta),
-                      pc + i * M * N, N);
-    }
-    if (!wide) copy_strided(acc, out);
-  });
-}
 
 // A shape with its last two sizes replaced by (rows, cols).
 Shape with_matrix(Shape shape, int64_t rows, int64_t cols) {
@@ -85,8 +31,9 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {M, N});
   Tensor out = empty(out_shape, a.options());
-  batched_gemm("matmul", a, broadcast_strides(a, with_matrix(out_shape, M, K), "matmul"), b,
-               broadcast_strides(b, with_matrix(out_shape, K, N), "matmul"), K, out, 0.0);
+  const Shape a_strides = broadcast_strides(a, with_matrix(out_shape, M, K), "matmul");
+  const Shape b_strides = broadcast_strides(b, with_matrix(out_shape, K, N), "matmul");
+  kernels::batched_gemm.call(out.device(), "matmul", a, a_strides, b, b_strides, K, out, 0.0);
 
   // dA = dC B^T and dB = A^T dC, on transposed views; an operand that was broadcast over the
   // batch receives the sum of its gradients.
@@ -160,8 +107,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // (beta = 1), so the bias costs no extra pass. W^T is W's data with its two strides swapped.
   Tensor y = empty({rows, out_features}, x.options());
   if (bias.defined()) y.copy_(bias);
-  batched_gemm("linear", x2, x2.strides(), weight, {weight.stride(1), weight.stride(0)}, in_features, y,
-               bias.defined() ? 1.0 : 0.0);
+  const Shape weight_t_strides{weight.stride(1), weight.stride(0)};
+  kernels::batched_gemm.call(y.device(), "linear", x2, x2.strides(), weight, weight_t_strides, in_features, y,
+                             bias.defined() ? 1.0 : 0.0);
 
   // g: (rows, out). dx = g W: (rows, out) x (out, in); dW = g^T x: (out, rows) x (rows, in),
   // already in W's own layout; dbias = g summed over the rows.

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/max_kernels.h"
 #include "tensor/ops/reduce.h"
 
 namespace lockstep {
@@ -32,7 +32,7 @@ std::pair<Tensor, Tensor> max_along(const Tensor& a, const Tensor& x, int64_t d,
 
 std::pair<Tensor, Tensor> max_dim(const char* op, const Tensor& a, int64_t dim, bool keepdim) {
   check_defined(op, {&a});
-  const int64_t d = normalize_dim(op, dim, a.dim());
+  const int64_t d = wrap_dim(dim, a.dim(), op);
   // A 0-d tensor is a line of one element, and stays 0-d.
   if (a.dim() == 0) return max_along(a, a.detach().reshape({1}), 0, {});
   LOCKSTEP_CHECK(a.shape()[d] > 0, op, ": cannot reduce dimension ", dim, " of shape ", shape_str(a.shape()),

@@ -3,7 +3,7 @@
 #include "tensor/autograd/node.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
 
 namespace lockstep {
 

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/elementwise.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/reduce_kernels.h"
 
 namespace lockstep {
 
@@ -15,7 +15,7 @@ namespace {
 std::vector<bool> reduce_mask(const char* op, const Tensor& a, const Shape& dims) {
   std::vector<bool> mask(a.dim(), dims.empty());
   for (int64_t d : dims) {
-    const int64_t nd = normalize_dim(op, d, a.dim());
+    const int64_t nd = wrap_dim(d, a.dim(), op);
     // A 0-d tensor accepts dimension 0 or -1 (as PyTorch) and has nothing to mark.
     if (a.dim() == 0) continue;
     LOCKSTEP_CHECK(!mask[nd], op, ": dimension ", d, " appears more than once in the list");

@@ -4,7 +4,7 @@
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/ops/checks.h"
-#include "tensor/ops/kernels/tables.h"
+#include "tensor/ops/dispatch/softmax_kernels.h"
 
 namespace lockstep {
 
@@ -15,7 +15,7 @@ namespace {
 Tensor softmax_op(const char* name, const char* backward_name, bool log, const Tensor& a_in, int64_t dim) {
   check_defined(name, {&a_in});
   const Tensor a = autocast::to_f32(a_in);
-  const int64_t d = normalize_dim(name, dim, a.dim());
+  const int64_t d = wrap_dim(dim, a.dim(), name);
   Tensor out = empty(a.shape(), a.options());
   kernels::softmax.call(out.device(), a.detach(), d, log, out);
   // Both backward formulas need only the output, not the input: save that.

@@ -5,7 +5,7 @@
 
 #include "tensor/autograd/node.h"
 #include "tensor/copy.h"
-#include "tensor/cuda/copy_kernels.h"
+#include "tensor/ops/dispatch/copy_kernels.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/tensor_impl.h"
@@ -105,8 +105,8 @@ Tensor Tensor::reshape(const Shape& requested) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
-  const int64_t start = normalize_dim("flatten", start_dim, dim());
-  const int64_t end = normalize_dim("flatten", end_dim, dim());
+  const int64_t start = wrap_dim(start_dim, dim(), "flatten");
+  const int64_t end = wrap_dim(end_dim, dim(), "flatten");
   LOCKSTEP_CHECK(start <= end, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   Shape shape(this->shape().begin(), this->shape().begin() + start);
   int64_t merged = 1;
@@ -117,14 +117,14 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
-  const int64_t nd = normalize_dim("unsqueeze", d, dim() + 1);
+  const int64_t nd = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape shape = this->shape();
   shape.insert(shape.begin() + nd, 1);
   return view(shape);
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  const int64_t nd = normalize_dim("squeeze", d, dim());
+  const int64_t nd = wrap_dim(d, dim(), "squeeze");
   // As in PyTorch, squeezing a dimension that is not of size 1 (or a 0-d tensor) changes nothing.
   if (dim() == 0 || shape()[nd] != 1) return view(this->shape());
   Shape shape = this->shape();
@@ -138,7 +138,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   Shape shape(dims.size()), new_strides(dims.size()), inverse(dims.size());
   std::vector<bool> used(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = normalize_dim("permute", dims[i], dim());
+    const int64_t d = wrap_dim(dims[i], dim(), "permute");
     LOCKSTEP_CHECK(!used[d], "permute: dimension ", dims[i], " repeats in ", shape_str(dims));
     used[d] = true;
     shape[i] = this->shape()[d];
@@ -154,13 +154,13 @@ Tensor Tensor::permute(const Shape& dims) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   // A 0-d tensor is its own transpose (PyTorch accepts dimensions 0 and -1 for it).
   if (dim() == 0) {
-    normalize_dim("transpose", d0, 0);
-    normalize_dim("transpose", d1, 0);
+    wrap_dim(d0, 0, "transpose");
+    wrap_dim(d1, 0, "transpose");
     return *this;
   }
   Shape dims(dim());
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[normalize_dim("transpose", d0, dim())], dims[normalize_dim("transpose", d1, dim())]);
+  std::swap(dims[wrap_dim(d0, dim(), "transpose")], dims[wrap_dim(d1, dim(), "transpose")]);
   return permute(dims);
 }
 
@@ -171,7 +171,7 @@ Tensor Tensor::t() const {
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
   LOCKSTEP_CHECK(dim() > 0, "slice: a 0-d tensor has no dimensions to slice");
-  const int64_t nd = normalize_dim("slice", d, dim());
+  const int64_t nd = wrap_dim(d, dim(), "slice");
   LOCKSTEP_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t size = shape()[nd];
   // Python's slicing rules: negative indices count from the end, out-of-range ones clamp.
@@ -191,7 +191,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   LOCKSTEP_CHECK(dim() > 0, "select: a 0-d tensor has no dimensions to index");
-  const int64_t nd = normalize_dim("select", d, dim());
+  const int64_t nd = wrap_dim(d, dim(), "select");
   const int64_t size = shape()[nd];
   LOCKSTEP_CHECK(index >= -size && index < size, "select: index ", index, " is out of range for dimension ", d,
                  " of size ", size);

@@ -1,6 +1,6 @@
 // The CPU reference of loss scaling's unscale step: check and multiply in the same loop, so
 // the gradients are read from memory once (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`).
-#include "tensor/ops/cpu/amp_kernels.h"
+#include "tensor/ops/dispatch/amp_kernels.h"
 
 #include <atomic>
 #include <cmath>

@@ -6,7 +6,7 @@
 // A 16-bit input (T = Half or BFloat16) is PyTorch's mixed batch norm: the per-channel tensors
 // the kernels return are f32 (their type Stat = opmath_t<T> below, which is T itself for f32
 // and f64), and the elementwise passes compute in float and round each output to 16 bits once.
-#include "tensor/ops/cpu/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
 
 #include <cmath>
 #include <vector>

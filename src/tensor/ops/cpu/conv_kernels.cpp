@@ -1,7 +1,7 @@
 // CPU conv2d: im2col / col2im, and the forward and backward passes as one GEMM per image (per
 // chunk of images, for images of few pixels).
 // The formulas and shapes are in conv_kernels.h.
-#include "tensor/ops/cpu/conv_kernels.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -141,16 +141,15 @@ int64_t batch_shares(int64_t batch) {
 // number fixed by the batch alone, so that the thread count changes the speed of a training run and
 // never its bits (each group's partial sum, and the order the partial sums are added in, would
 // otherwise move with the thread count). 16 groups keep up to 16 threads busy; more threads than
-// that share out only 16 groups. The partial sums cost 16 copies of dW: 1.2 MB for the chapter-2
-// CNN's second convolution.
+// that share out only 16 groups. The partial sums cost 16 copies of dW.
 constexpr int64_t kWeightGradGroups = 16;
 
 int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }
 
 // An image with fewer output pixels than this makes GEMMs too narrow to pay for packing the
 // weights, which every GEMM call does: in ResNet-50's last stage an image has 1 x 1 pixels, and
-// its 1x1 convolutions ran hundreds of times slower one image at a time than the same product
-// as one matmul over the batch (chapter 7, section 3, has the measurements). Such images go
+// its 1x1 convolutions are far slower one image at a time than the same product as one matmul
+// over the batch (chapter 7, section 3, has the measurements). Such images go
 // through the GEMMs in chunks of consecutive images, side by side as columns.
 constexpr int64_t kMinGemmColumns = 32;
 

@@ -1,6 +1,6 @@
 // Dropout's mask on the CPU, made from other ops: one uniform draw per element, compared with
 // the probability of keeping it.
-#include "tensor/ops/cpu/dropout_kernels.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
 
 #include "tensor/ops/elementwise.h"
 

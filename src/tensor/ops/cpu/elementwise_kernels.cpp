@@ -1,13 +1,12 @@
 // CPU elementwise kernels: one strided loop (tensor/strided_loop.h) per op, with the scalar
-// function (tensor/ops/elementwise_math.h, shared with the CUDA kernels) chosen at compile time so
+// function (tensor/ops/rules/elementwise_math.h, shared with the CUDA kernels) chosen at compile time so
 // the inner loop vectorises. 16-bit operands compute in float and round once per element.
-#include "tensor/ops/cpu/elementwise_kernels.h"
+#include "tensor/ops/dispatch/elementwise_kernels.h"
 
-#include "tensor/copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "tensor/strided_loop.h"
-#include "tensor/ops/elementwise_math.h"
+#include "tensor/ops/rules/elementwise_math.h"
 
 namespace lockstep::cpu {
 

@@ -2,7 +2,7 @@
 // Cross entropy runs log_softmax_line on each row and picks the target's entry while the row is
 // still in cache; every sum is accumulated in double. f16 and bf16 logits are computed in float
 // and only the outputs (log-probabilities, loss, gradients) are rounded to 16 bits, once each.
-#include "tensor/ops/cpu/loss_kernels.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
 
 #include <algorithm>
 #include <type_traits>

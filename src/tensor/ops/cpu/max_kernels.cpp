@@ -1,13 +1,13 @@
 // CPU max along one dimension, remembering where the maximum was, and its backward pass
 // (declared in max_kernels.h). Rows along the reduced dimension are compared one after the
 // other, so the innermost loop always runs over contiguous memory.
-#include "tensor/ops/cpu/max_kernels.h"
+#include "tensor/ops/dispatch/max_kernels.h"
 
 #include <algorithm>
 
 #include "core/dispatch.h"
 #include "tensor/strided_loop.h"
-#include "tensor/ops/max_rule.h"
+#include "tensor/ops/rules/max_rule.h"
 
 namespace lockstep::cpu {
 

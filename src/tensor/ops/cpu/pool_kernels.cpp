@@ -2,7 +2,7 @@
 // its own inputs and its gradients land only in its own input gradient, so the kernels
 // parallelise over the N * C planes without atomics. f16 and bf16 values are compared as
 // floats, and their gradients summed in float.
-#include "tensor/ops/cpu/pool_kernels.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
 
 #include <algorithm>
 #include <limits>
@@ -11,7 +11,7 @@
 
 #include "core/dispatch.h"
 #include "tensor/strided_loop.h"
-#include "tensor/ops/max_rule.h"
+#include "tensor/ops/rules/max_rule.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -24,8 +24,8 @@ namespace {
 // One plane of the most common pooling, 2x2 windows at stride 2 without padding (the CNN's),
 // with nothing left to compute at run time: each output compares four known neighbours, as
 // selects rather than branches (which one wins is data, and a branch on it would be
-// mispredicted about as often as not); several times faster than the general loop below
-// (tests/bench/README.md). The rule is the general one, pool_max_beats in row-major order.
+// mispredicted about as often as not); tests/bench/README.md compares it with the general loop
+// below. The rule is the general one, pool_max_beats in row-major order.
 template <class T>
 void max_pool_2x2_plane(const T* plane, int64_t W, int64_t OH, int64_t OW, T* out, int64_t* out_index) {
   using C = opmath_t<T>;

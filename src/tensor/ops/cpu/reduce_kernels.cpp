@@ -1,7 +1,7 @@
 // CPU sum over a set of dimensions. The input is viewed as (kept..., reduced...) and each output
 // element sums its own slice, so outputs can be computed in parallel without atomics; when
 // there are fewer outputs than threads (a full sum), the threads split the slice instead.
-#include "tensor/ops/cpu/reduce_kernels.h"
+#include "tensor/ops/dispatch/reduce_kernels.h"
 
 #include <array>
 #include <cstdint>

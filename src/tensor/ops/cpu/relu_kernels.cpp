@@ -1,4 +1,4 @@
-// ReLU's CPU kernels (declared in tensor/ops/cpu/relu_kernels.h); their CUDA twins are in
+// ReLU's CPU kernels (declared in tensor/ops/dispatch/relu_kernels.h); their CUDA twins are in
 // tensor/ops/cuda/relu_kernels.cu. Both passes are bound by memory, so they read and write
 // each element once: the forward pass writes the mask's bits as it goes, and the backward
 // pass reads 1 bit per element where it would have read 4 bytes of an f32 output.
@@ -8,7 +8,7 @@
 // 16 bits directly. Threads share a tensor in the pieces of the elementwise kernels
 // (for_each_row), which start at multiples of kRowPiece: at whole bytes of the mask, so no two
 // threads write one byte.
-#include "tensor/ops/cpu/relu_kernels.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 
 #include <array>
 #include <cstdint>
@@ -17,7 +17,7 @@
 
 #include "core/dispatch.h"
 #include "tensor/strided_loop.h"
-#include "tensor/ops/elementwise_math.h"
+#include "tensor/ops/rules/elementwise_math.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>

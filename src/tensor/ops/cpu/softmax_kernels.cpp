@@ -8,7 +8,7 @@
 // cannot overflow (logits of 1000 are fine), and the largest term is exactly 1, so s >= 1 and
 // log(s) is safe. Sums are accumulated in double, and f16 and bf16 lines are computed in float,
 // each output rounded to 16 bits once.
-#include "tensor/ops/cpu/softmax_kernels.h"
+#include "tensor/ops/dispatch/softmax_kernels.h"
 
 #include <cmath>
 

@@ -8,9 +8,9 @@
 // (the host reads it once per step, not once per gradient). StridedOffsets turns a thread's
 // row-major position into the gradient's memory offset, so a gradient of any layout is
 // unscaled in place.
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/cuda/amp_kernels.h"
+#include "tensor/ops/dispatch/amp_kernels.h"
 
 namespace lockstep::cuda {
 

@@ -1,4 +1,4 @@
-// CUDA batch normalisation (declared in tensor/ops/cuda/batch_norm_kernels.h). The CPU reference is
+// CUDA batch normalisation (declared in tensor/ops/dispatch/batch_norm_kernels.h). The CPU reference is
 // tensor/ops/cpu/batch_norm_kernels.cpp (cpu::batch_norm_stats_kernel and friends), whose
 // arithmetic this follows step for step: per-channel sums in double, per-channel coefficients
 // folded in double and rounded to the element type once, then one or two multiply-adds per element.
@@ -18,9 +18,9 @@
 //   - per-channel arithmetic (invstd, running statistics, folded coefficients, SyncBatchNorm's
 //     merge of the ranks' statistics): one thread per channel;
 //   - elementwise passes: a grid-stride loop, one element i per thread, channel (i / S) % C.
-#include "tensor/ops/cuda/batch_norm_kernels.h"
+#include "tensor/ops/dispatch/batch_norm_kernels.h"
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
 
 namespace lockstep::cuda {

@@ -20,12 +20,12 @@
 // gradient (which col2im sums in f32 per pixel), and dW (summed over all chunks in f32). Acc =
 // opmath_t is the type of those results: T itself for f32 and f64, whose GEMMs write straight
 // into y, cols and dW. The CPU kernels round at the same points.
-#include "tensor/ops/cuda/conv_kernels.h"
+#include "tensor/ops/dispatch/conv_kernels.h"
 
 #include <algorithm>
 #include <type_traits>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
 #include "tensor/ops/cuda/gemm.h"
 

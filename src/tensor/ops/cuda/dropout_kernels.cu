@@ -9,11 +9,11 @@
 // takes group g of four consecutive elements (4g .. 4g + 3) and keeps element 4g + j when
 // word j is below the threshold. The mask depends only on (seed, offset, element index); the
 // launcher uses offset 0 and one fresh seed per mask.
-#include "tensor/ops/cuda/dropout_kernels.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
 
 #include <cmath>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
 #include "core/error.h"
 

@@ -1,6 +1,6 @@
 // CUDA elementwise kernels; their CPU reference is cpu::binary_kernel / cpu::unary_kernel
 // (tensor/ops/cpu/elementwise_kernels.cpp), and both run the formulas of
-// tensor/ops/elementwise_math.h:
+// tensor/ops/rules/elementwise_math.h:
 //   binary: out[i] = f(a[i], b[i])   a, b: any shapes that broadcast to out's shape
 //   unary:  out[i] = f(a[i])         a: any layout, out: a's shape
 // Elements of f16 and bf16 are widened to float (C = device_opmath_t<T>), f runs in float, and
@@ -16,11 +16,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/copy.h"
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/cuda/elementwise_kernels.h"
-#include "tensor/ops/elementwise_math.h"
+#include "tensor/ops/dispatch/elementwise_kernels.h"
+#include "tensor/ops/rules/elementwise_math.h"
 
 namespace lockstep::cuda {
 

@@ -31,7 +31,7 @@
 #include <string>
 #include <type_traits>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dtype.h"
 
 namespace lockstep::cuda {
@@ -62,8 +62,8 @@ GemmBackend backend_from_environment() {
   const std::string name = value;
   if (name == "cublas") return GemmBackend::Cublas;
   if (name == "tiled") return GemmBackend::Tiled;
-  throw Error(lockstep::detail::concat("LOCKSTEP_GEMM=", name, " is not a GEMM backend: use LOCKSTEP_GEMM=cublas or "
-                                       "LOCKSTEP_GEMM=tiled (or leave it unset for cuBLAS)"));
+  LOCKSTEP_FAIL("LOCKSTEP_GEMM=", name, " is not a GEMM backend: use LOCKSTEP_GEMM=cublas or "
+                "LOCKSTEP_GEMM=tiled (or leave it unset for cuBLAS)");
 }
 
 // The process-wide choice; the environment is read when it is first needed.

@@ -39,9 +39,9 @@ LOCKSTEP_CUDA_FN(void set_gemm_backend(GemmBackend backend))
 /// otherwise GemmBackend::Cublas.
 LOCKSTEP_CUDA_FN(GemmBackend gemm_backend())
 
-/// Queues `C = alpha * A * B + beta * C` on the current device's current stream; all three pointers
-/// are memory of that device (the dispatch, kernels::gemm, makes it current). Same operand
-/// description and rules as cpu::gemm:
+/// Queues `C = alpha * A * B + beta * C` on the current device's current stream; all three
+/// pointers are memory of that device (its callers, the conv2d and batched GEMM kernels, run
+/// where the dispatch point made it current). Same operand description and rules as cpu::gemm:
 ///
 /// - A is (M, K): element (i, k) is `A[i * a_row_stride + k * a_col_stride]`.
 /// - B is (K, N): element (k, j) is `B[k * b_row_stride + j * b_col_stride]`.

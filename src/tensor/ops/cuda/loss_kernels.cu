@@ -1,17 +1,17 @@
 // CUDA cross-entropy and nll losses and their backward passes (declared in
-// tensor/ops/cuda/loss_kernels.h). The CPU reference is tensor/ops/cpu/loss_kernels.cpp; as
+// tensor/ops/dispatch/loss_kernels.h). The CPU reference is tensor/ops/cpu/loss_kernels.cpp; as
 // there, cross entropy is log_softmax of each row (softmax_lines.cuh: one group of threads per
 // row) with the target's entry picked on the way, and every sum is accumulated in double. The
 // row losses are averaged by a second kernel on the GPU, with no trip to the CPU. f16 and bf16
 // logits, log-probabilities and gradients are read as floats (C = device_opmath_t<T>), every
 // step runs in float (double for the sums), and each stored value is rounded to T once.
-#include "tensor/ops/cuda/loss_kernels.h"
+#include "tensor/ops/dispatch/loss_kernels.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "core/dispatch.h"
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "tensor/ops/cuda/softmax_lines.cuh"
 
 namespace lockstep::cuda {

@@ -15,10 +15,10 @@
 // winner is the CPU's), and the maximum is stored back in the input's dtype, unchanged.
 #include <cstdint>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/cuda/max_kernels.h"
-#include "tensor/ops/max_rule.h"
+#include "tensor/ops/dispatch/max_kernels.h"
+#include "tensor/ops/rules/max_rule.h"
 #include "tensor/ops/cuda/row_reduce.cuh"
 
 namespace lockstep::cuda {

@@ -1,5 +1,5 @@
 // CUDA max pooling over x: (N, C, H, W) -> out, indices: (N, C, OH, OW) (declared in
-// tensor/ops/cuda/pool_kernels.h). The CPU reference is tensor/ops/cpu/pool_kernels.cpp
+// tensor/ops/dispatch/pool_kernels.h). The CPU reference is tensor/ops/cpu/pool_kernels.cpp
 // (cpu::max_pool2d_kernel / cpu::max_pool2d_backward_kernel), which loops over (n, c) planes; here
 // every element gets its own thread instead, since there are rarely enough planes to fill a GPU.
 //
@@ -13,13 +13,13 @@
 //
 // f16 and bf16: the forward compares values as floats (exact) and stores the winner unchanged.
 // The backward sums an input's shares in float and rounds once, as the CPU does.
-#include "tensor/ops/cuda/pool_kernels.h"
+#include "tensor/ops/dispatch/pool_kernels.h"
 
 #include <cmath>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/max_rule.h"
+#include "tensor/ops/rules/max_rule.h"
 
 namespace lockstep::cuda {
 

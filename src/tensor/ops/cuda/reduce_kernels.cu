@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/cuda/reduce_kernels.h"
+#include "tensor/ops/dispatch/reduce_kernels.h"
 #include "tensor/ops/cuda/row_reduce.cuh"
 
 namespace lockstep::cuda {

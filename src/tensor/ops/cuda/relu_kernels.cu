@@ -1,17 +1,17 @@
-// ReLU's CUDA kernels (declared in tensor/ops/cuda/relu_kernels.h). The CPU reference is
-// tensor/ops/cpu/relu_kernels.cpp, and both write the mask of tensor/ops/kernels/relu_mask.h:
+// ReLU's CUDA kernels (declared in tensor/ops/dispatch/relu_kernels.h). The CPU reference is
+// tensor/ops/cpu/relu_kernels.cpp, and both write the mask of tensor/ops/rules/relu_mask.h:
 //   forward:  out[i] = relu(x[i]), bit i of the mask = !(x[i] <= 0)
 //   backward: grad_input[i] = bit i ? grad_output[i] : 0
 // One thread per element. In the forward pass a warp's 32 lanes hold 32 neighbouring elements,
 // and __ballot_sync gathers their 32 bits into one word, lane k's bit at position k: the mask's
 // layout, which lane 0 stores. f16 and bf16 are compared in float, as on the CPU.
-#include "tensor/ops/cuda/relu_kernels.h"
+#include "tensor/ops/dispatch/relu_kernels.h"
 
 #include <cstdint>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
-#include "tensor/ops/elementwise_math.h"
+#include "tensor/ops/rules/elementwise_math.h"
 
 namespace lockstep::cuda {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 
 namespace lockstep::cuda {
 

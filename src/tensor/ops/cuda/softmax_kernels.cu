@@ -1,17 +1,17 @@
 // CUDA softmax / log_softmax along a dimension and their backward passes (declared in
-// tensor/ops/cuda/softmax_kernels.h). The CPU reference is tensor/ops/cpu/softmax_kernels.cpp
+// tensor/ops/dispatch/softmax_kernels.h). The CPU reference is tensor/ops/cpu/softmax_kernels.cpp
 // (cpu::softmax_kernel and cpu::softmax_backward_kernel); the arithmetic is the same, step for
 // step, so the two agree to rounding: the max is subtracted before exponentiating, e^(x - m)
 // is computed in the element type (in float for f16 and bf16, whose results are rounded once
 // when stored), and every sum is accumulated in double. How threads share the lines is
 // described in softmax_lines.cuh.
-#include "tensor/ops/cuda/softmax_kernels.h"
+#include "tensor/ops/dispatch/softmax_kernels.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "core/dispatch.h"
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 #include "tensor/ops/cuda/softmax_lines.cuh"
 
 namespace lockstep::cuda {

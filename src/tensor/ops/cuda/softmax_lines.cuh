@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/cuda/launch.cuh"
+#include "tensor/ops/cuda/launch.cuh"
 
 namespace lockstep::cuda {
 
