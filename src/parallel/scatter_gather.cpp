@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "tensor/ops/join.h"
+#include "tensor/ops/cat.h"
 #include "util/trace.h"
 
 namespace lockstep {

@@ -48,10 +48,4 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-int64_t normalize_dim(const char* op, int64_t d, int64_t dims) {
-  const int64_t range = std::max<int64_t>(dims, 1);
-  LOCKSTEP_CHECK(d >= -range && d < range, op, ": dimension ", d, " is out of range for a ", dims, "-D tensor");
-  return d < 0 ? d + range : d;
-}
-
 }  // namespace lockstep

@@ -19,7 +19,5 @@ void check_same_dtype(const char* op, std::initializer_list<const Tensor*> tenso
 void check_dim(const char* op, const Tensor& t, int64_t dims, const char* what);
 /// The shape both shapes broadcast to (NumPy rules), or a clear error.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
-/// Maps a possibly negative dimension index into [0, dims), or throws.
-int64_t normalize_dim(const char* op, int64_t d, int64_t dims);
 
 }  // namespace lockstep

@@ -1,4 +1,4 @@
-#include "tensor/ops/join.h"
+#include "tensor/ops/cat.h"
 
 #include "tensor/autograd/node.h"
 #include "core/error.h"
@@ -30,7 +30,7 @@ void check_list(const char* op, const std::vector<Tensor>& tensors) {
 Tensor cat_checked(const char* op, const std::vector<Tensor>& tensors, int64_t dim) {
   const Tensor& first = tensors[0];
   LOCKSTEP_CHECK(first.dim() > 0, op, ": tensor 0 is 0-d and cannot be concatenated (use stack, or unsqueeze it first)");
-  const int64_t d = normalize_dim(op, dim, first.dim());
+  const int64_t d = wrap_dim(dim, first.dim(), op);
   // Every other dimension must line up; the output is as long as all inputs together along d.
   Shape shape = first.shape();
   shape[d] = 0;
@@ -77,7 +77,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                    describe(tensors, 0), " and ", describe(tensors, k));
   }
   // The new dimension may go anywhere from before the first to after the last.
-  const int64_t d = normalize_dim("stack", dim, tensors[0].dim() + 1);
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
   return cat_checked("stack", parts, d);
