@@ -36,11 +36,11 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, Fn&& fn) {
     case DType::f64: return fn(TypeTag<double>{});
     case DType::f16:
     case DType::bf16:
-      throw Error(detail::concat(op, ": has no ", dtype_name(dtype), " kernel; expected a f32 or f64 tensor",
-                                 " (convert with .to(DType::f32))"));
+      LOCKSTEP_FAIL(op, ": has no ", dtype_name(dtype), " kernel; expected a f32 or f64 tensor",
+                    " (convert with .to(DType::f32))");
     default:
-      throw Error(detail::concat(op, ": expected a f32 or f64 tensor, got ", dtype_name(dtype),
-                                 " (convert with .to(DType::f32))"));
+      LOCKSTEP_FAIL(op, ": expected a f32 or f64 tensor, got ", dtype_name(dtype),
+                    " (convert with .to(DType::f32))");
   }
 }
 
@@ -56,8 +56,8 @@ decltype(auto) dispatch_floating_and_16bit(DType dtype, const char* op, Fn&& fn)
     case DType::f16: return fn(TypeTag<Half>{});
     case DType::bf16: return fn(TypeTag<BFloat16>{});
     default:
-      throw Error(detail::concat(op, ": expected a floating tensor, got ", dtype_name(dtype),
-                                 " (convert with .to(DType::f32))"));
+      LOCKSTEP_FAIL(op, ": expected a floating tensor, got ", dtype_name(dtype),
+                    " (convert with .to(DType::f32))");
   }
 }
 
@@ -99,7 +99,7 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, Fn&& fn) {
     case DType::u8: return fn(TypeTag<uint8_t>{});
     case DType::boolean: return fn(TypeTag<bool>{});
     default:
-      throw Error(detail::concat(op, ": ", dtype_name(dtype), " tensors are not supported (convert with .to(DType::f32))"));
+      LOCKSTEP_FAIL(op, ": ", dtype_name(dtype), " tensors are not supported (convert with .to(DType::f32))");
   }
 }
 

@@ -48,12 +48,21 @@ std::string concat(const Args&... args) {
 
 }  // namespace lockstep
 
+/// Throws lockstep::Error of `kind` (an ErrorKind) with the streamed message parts: the failure
+/// of a check whose condition is already known to be false (a switch's default, a loop that
+/// found nothing). Example: `LOCKSTEP_FAIL_KIND(ErrorKind::DataNotFound, "no file ", path);`
+#define LOCKSTEP_FAIL_KIND(kind, ...) throw ::lockstep::Error((kind), ::lockstep::detail::concat(__VA_ARGS__))
+
+/// LOCKSTEP_FAIL_KIND with ErrorKind::Other, the kind of most errors. Example:
+/// `LOCKSTEP_FAIL("dropout: expected a floating-point input, got ", dtype_name(dtype));`
+#define LOCKSTEP_FAIL(...) LOCKSTEP_FAIL_KIND(::lockstep::ErrorKind::Other, __VA_ARGS__)
+
 /// Throws lockstep::Error of `kind` (an ErrorKind) with the streamed message parts unless `cond`
 /// holds. Example:
 /// `LOCKSTEP_CHECK_KIND(n > 0, ErrorKind::NoCudaDevice, "cannot use ", device, ...);`
-#define LOCKSTEP_CHECK_KIND(cond, kind, ...)                                            \
-  do {                                                                                  \
-    if (!(cond)) throw ::lockstep::Error((kind), ::lockstep::detail::concat(__VA_ARGS__)); \
+#define LOCKSTEP_CHECK_KIND(cond, kind, ...)        \
+  do {                                              \
+    if (!(cond)) LOCKSTEP_FAIL_KIND(kind, __VA_ARGS__); \
   } while (0)
 
 /// Throws lockstep::Error with the streamed message parts unless `cond` holds.

@@ -45,7 +45,7 @@ int64_t GzipFile::read(void* destination, int64_t nbytes) {
       // zlib's message starts with the path again ("<path>: incorrect data check"); drop it.
       std::string reason = message;
       if (reason.rfind(path_ + ": ", 0) == 0) reason.erase(0, path_.size() + 2);
-      throw Error(detail::concat(path_, ": corrupt gzip data (", reason, ")"));
+      LOCKSTEP_FAIL(path_, ": corrupt gzip data (", reason, ")");
     }
     if (got == 0) {
       // The end of the file. zlib reports a gzip stream cut short only here, through gzerror.

@@ -204,7 +204,7 @@ class PinnedAllocator final : public Allocator {
     const cudaError_t status = cudaHostAlloc(&ptr, size, cudaHostAllocDefault);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw Error(lockstep::detail::concat("pin_memory: could not pin ", mib(size), " MiB of host memory"));
+      LOCKSTEP_FAIL("pin_memory: could not pin ", mib(size), " MiB of host memory");
     }
     LOCKSTEP_CUDA_CHECK(status);
     blocks_.insert(ptr);

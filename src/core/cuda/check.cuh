@@ -26,14 +26,14 @@ inline const char* source_path(const char* file) {
 
 inline void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
-  throw Error(lockstep::detail::concat(source_path(file), ":", line, ": CUDA error ", cudaGetErrorName(status), " (",
-                                       cudaGetErrorString(status), ") in ", call));
+  LOCKSTEP_FAIL(source_path(file), ":", line, ": CUDA error ", cudaGetErrorName(status), " (",
+                cudaGetErrorString(status), ") in ", call);
 }
 
 inline void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(lockstep::detail::concat(source_path(file), ":", line, ": cuBLAS error ", cublasGetStatusName(status),
-                                       " (", cublasGetStatusString(status), ") in ", call));
+  LOCKSTEP_FAIL(source_path(file), ":", line, ": cuBLAS error ", cublasGetStatusName(status),
+                " (", cublasGetStatusString(status), ") in ", call);
 }
 
 // Destructors must not throw: a failure while releasing is reported on stderr and otherwise
