@@ -25,8 +25,8 @@ namespace {
 // Why large blocks are kept: glibc gives a large block its own mapping from the kernel, and on
 // free() hands the pages straight back (it learns to keep blocks of up to 32 MiB in its heap
 // instead, but never larger ones). The next batch asks for the same sizes again, and the
-// kernel must find, zero and map every page anew, one page fault per 4 KiB: chapter 2's
-// evaluation, in batches of 1,000 images, did so for an 86 MB activation ten times over.
+// kernel must find, zero and map every page anew, one page fault per page, for every batch of
+// a training or evaluation loop.
 // Smaller blocks come from malloc's own free lists, which reuse them without the kernel, so
 // they are left to it.
 constexpr size_t kCachedFrom = size_t(128) << 10;  // 128 KiB, glibc's default mmap threshold
@@ -83,7 +83,7 @@ class CpuAllocator final : public Allocator {
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* ptr = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
     if (ptr == nullptr) {
-      throw Error(detail::concat("cpu allocator: out of memory allocating ", nbytes, " bytes"));
+      LOCKSTEP_FAIL("cpu allocator: out of memory allocating ", nbytes, " bytes");
     }
     return ptr;
   }

@@ -78,7 +78,7 @@ LOCKSTEP_HOST_DEVICE void adam_rule(int64_t i, T* param, const T* grad, T* exp_a
   exp_avg_sq[i] = v;
   // Both averages start at 0 and are biased towards it early on; the corrections undo that.
   // (On the CPU, sqrt vectorises only when the build passes -fno-math-errno: otherwise each
-  // call must be able to set errno, which keeps the loop scalar and about 8x slower.)
+  // call must be able to set errno, which keeps the loop scalar.)
   const T denom = sqrt(v) / c.bias_correction2_sqrt + c.eps;
   param[i] -= c.step_size * m / denom;
 }

@@ -1,5 +1,5 @@
-// A job in which rank 1 misbehaves in one of the ways that used to hang data-parallel jobs
-// silently, to check that every one now ends the job with a message naming the cause:
+// A job in which rank 1 misbehaves in one of the ways that can hang a data-parallel job
+// silently, to check that every one ends the job with a message naming the cause:
 //   --fault freeze     rank 1 stops itself (SIGSTOP) before the second all-reduce;
 //   --fault busy       rank 1 computes (sleeps) instead of joining the second all-reduce;
 //   --fault mismatch   rank 1 calls a barrier, from another caller, where rank 0 all-reduces

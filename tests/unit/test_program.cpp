@@ -130,7 +130,8 @@ TEST(NumberFlags, BetweenTakesBothEndsAndRefusesNaN) {
             "--flag: expected a number from 0 to 1, got 'nan': a flag takes finite numbers only");
 }
 
-// --threads 100000 once crashed inside the OpenMP runtime.
+// A thread count far beyond any machine is refused by the flag, before the OpenMP runtime,
+// which cannot start that many threads, sees it.
 TEST(NumberFlags, ThreadCountStopsAtItsLimit) {
   const std::string limit = std::to_string(kMaxThreads);
   EXPECT_EQ(refusal<int>(thread_count(), "0"), "");
