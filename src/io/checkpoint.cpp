@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "util/fnv1a.h"
 
 namespace lockstep {
 namespace {
@@ -38,24 +39,18 @@ void check(bool cond, const std::string& path, const Args&... problem) {
   if (!cond) fail(path, problem...);
 }
 
-// FNV-1a, 64 bits, over the tensors' bytes in order: the checksum that tells a damaged file
-// (bit rot, a copy cut short at a tensor boundary, zeroed blocks after a crash) from a whole
-// one. Not cryptographic; it guards against accidents, not attacks.
-uint64_t fnv1a(const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  uint64_t hash = 0xcbf29ce484222325ull;
+// The "checksum" entry: "fnv1a64:" and 16 hex digits of FNV-1a over the tensors' bytes in
+// order, which tells a damaged file (bit rot, a copy cut short at a tensor boundary, zeroed
+// blocks after a crash) from a whole one.
+std::string checksum(const StateDict& tensors) {
+  uint64_t hash = kFnv1aOffsetBasis;
   for (const auto& entry : tensors) {
     const Tensor t = entry.second.contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(t.data());
-    const size_t n = static_cast<size_t>(t.numel()) * element_size(t.dtype());
-    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    hash = fnv1a(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()), hash);
   }
-  return hash;
-}
-
-std::string hex(uint64_t value) {
   char text[17];
-  std::snprintf(text, sizeof(text), "%016" PRIx64, value);
-  return text;
+  std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
+  return std::string("fnv1a64:") + text;
 }
 
 // A hyper-parameter as JSON, and back.
@@ -258,7 +253,7 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   }
   generators["named"] = named;
   metadata["generators"] = generators.dump();
-  metadata["checksum"] = "fnv1a64:" + hex(fnv1a(tensors));
+  metadata["checksum"] = checksum(tensors);
 
   save_safetensors(path, tensors, metadata);
 }
@@ -299,8 +294,8 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
   check(version <= kCheckpointFormatVersion, path, "was written by a newer Lockstep (checkpoint format version ",
         version, "; this build reads up to version ", kCheckpointFormatVersion, "); update Lockstep to load it");
   check(version >= 1, path, "has checkpoint format version ", version, ", which no Lockstep writes");
-  const auto checksum = metadata.find("checksum");
-  check(checksum != metadata.end() && checksum->second == "fnv1a64:" + hex(fnv1a(tensors)), path,
+  const auto saved_checksum = metadata.find("checksum");
+  check(saved_checksum != metadata.end() && saved_checksum->second == checksum(tensors), path,
         "the data does not match the checksum saved with it: the file was damaged after it was written ",
         "(disk, copy or transfer); use an earlier checkpoint");
 
