@@ -4,7 +4,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "distributed/rank_agreement.h"
+#include "util/fnv1a.h"
 #include "util/trace.h"
 
 namespace lockstep {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
+#include "util/fnv1a.h"
 #include "util/trace.h"
 
 namespace lockstep {

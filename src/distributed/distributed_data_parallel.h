@@ -18,8 +18,8 @@
 #include <memory>
 #include <vector>
 
+#include "distributed/init_process_group.h"
 #include "distributed/join.h"
-#include "distributed/launch.h"
 #include "distributed/reducer.h"
 #include "nn/module.h"
 

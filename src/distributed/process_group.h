@@ -1,6 +1,7 @@
 /// \file
 /// ProcessGroup: the collectives every rank of a job calls together (torch.distributed's
-/// ProcessGroup), and Work, the handle of one that may still be running.
+/// ProcessGroup); each returns a Work (distributed/work.h), the handle of one that may still be
+/// running.
 ///
 /// A collective is a promise made by *every* rank: all of them call the same collectives, in the
 /// same order, with tensors of the same size and dtype. A rank that skips one (or calls them in a
@@ -20,6 +21,7 @@
 
 #include "distributed/collective_info.h"
 #include "distributed/process_group_options.h"
+#include "distributed/work.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
@@ -32,27 +34,6 @@ enum class ReduceOp {
   Sum,  ///< the sum over ranks
   Avg,  ///< the sum divided by the number of ranks (floating dtypes only)
   Max,  ///< the largest value
-};
-
-/// The handle of a collective that was started and may not have finished (torch's Work).
-/// Every started collective must be waited for: until then the tensors it was given may still be
-/// read or written by the backend, and must stay alive and untouched. (A Work dropped unwaited
-/// keeps its tensors' memory safe all the same: with NCCL, the streams that may reuse that
-/// memory wait for the collective, so they stall with it if a rank never joins.)
-///
-/// \see @ref chapter4 "Chapter 4: DistributedDataParallel", which introduces it.
-class Work {
- public:
-  virtual ~Work() = default;
-  /// Blocks until the collective has finished and its result can be used by the caller: on the
-  /// CPU its tensors hold the result; on a GPU, work queued afterwards on the current stream runs
-  /// after it (the CPU need not wait). Rethrows the backend's error, if any. Waiting twice is
-  /// harmless.
-  virtual void wait() = 0;
-  /// Whether the backend has finished the collective, without blocking. Call wait() all the same
-  /// before using the result: for GPU tensors it is wait() that orders later work after the
-  /// collective, and the MPI backend copies a GPU tensor's result back only then.
-  virtual bool is_completed() = 0;
 };
 
 /// The ranks of one job and the collectives between them. Each collective exists in two forms:

@@ -2,16 +2,9 @@
 
 #include <cstring>
 
-namespace lockstep {
+#include "util/fnv1a.h"
 
-uint64_t fnv1a(const void* data, size_t size, uint64_t hash) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= bytes[i];
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
+namespace lockstep {
 
 uint64_t tensor_checksum(const Tensor& tensor) {
   const Tensor host = tensor.detach().to(Device::cpu()).contiguous();

@@ -1,7 +1,8 @@
 /// \file
 /// Do the ranks agree? Each rank describes a list of items (parameters, buffers) by one 64-bit
-/// number each, a checksum or a shape fingerprint; one all_gather shows every rank every rank's
-/// numbers, so all ranks find the same first item that differs, and can name it.
+/// number each, a checksum or a shape fingerprint, usually an FNV-1a hash (util/fnv1a.h, included
+/// here for the callers that make their numbers with it); one all_gather shows every rank every
+/// rank's numbers, so all ranks find the same first item that differs, and can name it.
 #pragma once
 
 #include <cstddef>
@@ -11,14 +12,11 @@
 #include <vector>
 
 #include "core/device.h"
-#include "tensor/tensor.h"
 #include "distributed/process_group.h"
+#include "tensor/tensor.h"
+#include "util/fnv1a.h"
 
 namespace lockstep {
-
-/// FNV-1a, a simple 64-bit hash of `size` bytes, continuing from `hash` (its starting value by
-/// default). Not cryptographic; any change of a bit changes it with overwhelming probability.
-uint64_t fnv1a(const void* data, size_t size, uint64_t hash = 14695981039346656037ull);
 
 /// The FNV-1a hash of a tensor's bytes (copied to the CPU first if needed) and of its shape
 /// and dtype.

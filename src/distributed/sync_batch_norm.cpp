@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "distributed/collective_caller.h"
-#include "distributed/launch.h"
+#include "distributed/init_process_group.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/ops/batch_norm.h"
 #include "tensor/ops/elementwise.h"

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "distributed/collective_info.h"
-#include "distributed/process_group.h"
+#include "distributed/work.h"
 
 namespace lockstep {
 

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "util/fnv1a.h"
 
 namespace lockstep {
 namespace {
@@ -28,34 +29,18 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// "load_checkpoint: '<path>': <problem>" as an Error.
-template <class... Args>
-[[noreturn]] void fail(const std::string& path, const Args&... problem) {
-  throw Error(detail::concat("load_checkpoint: '", path, "': ", problem...));
-}
-template <class... Args>
-void check(bool cond, const std::string& path, const Args&... problem) {
-  if (!cond) fail(path, problem...);
-}
-
-// FNV-1a, 64 bits, over the tensors' bytes in order: the checksum that tells a damaged file
-// (bit rot, a copy cut short at a tensor boundary, zeroed blocks after a crash) from a whole
-// one. Not cryptographic; it guards against accidents, not attacks.
-uint64_t fnv1a(const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  uint64_t hash = 0xcbf29ce484222325ull;
+// The "checksum" entry: "fnv1a64:" and 16 hex digits of FNV-1a over the tensors' bytes in
+// order, which tells a damaged file (bit rot, a copy cut short at a tensor boundary, zeroed
+// blocks after a crash) from a whole one.
+std::string checksum(const StateDict& tensors) {
+  uint64_t hash = kFnv1aOffsetBasis;
   for (const auto& entry : tensors) {
     const Tensor t = entry.second.contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(t.data());
-    const size_t n = static_cast<size_t>(t.numel()) * element_size(t.dtype());
-    for (size_t i = 0; i < n; ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+    hash = fnv1a(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()), hash);
   }
-  return hash;
-}
-
-std::string hex(uint64_t value) {
   char text[17];
-  std::snprintf(text, sizeof(text), "%016" PRIx64, value);
-  return text;
+  std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
+  return std::string("fnv1a64:") + text;
 }
 
 // A hyper-parameter as JSON, and back.
@@ -89,73 +74,6 @@ Json fingerprint(const StateDict& state) {
 std::string default_generator_state() {
   const auto lock = lock_default_generator(nullptr);
   return default_generator().get_state();
-}
-
-// The metadata value under `key`, parsed as JSON; a missing key or bad JSON is a damaged file.
-Json metadata_json(const std::string& path, const std::map<std::string, std::string>& metadata,
-                   const std::string& key) {
-  const auto found = metadata.find(key);
-  check(found != metadata.end(), path, "the checkpoint's metadata has no \"", key,
-        "\" entry; the file is damaged or was not written by save_checkpoint");
-  try {
-    return Json::parse(found->second);
-  } catch (const Json::parse_error& e) {
-    fail(path, "the checkpoint's metadata \"", key, "\" is not valid JSON (", e.what(), "); the file is damaged");
-  }
-}
-
-// `json[key]` as an integer, or a damaged-file error.
-int64_t integer_in(const std::string& path, const Json& json, const char* where, const char* key) {
-  check(json.is_object() && json.contains(key) && json[key].is_number_integer(), path, "the checkpoint's \"", where,
-        "\" metadata has no whole number \"", key, "\"; the file is damaged");
-  return json[key].get<int64_t>();
-}
-
-// The entries of `tensors` whose names start with `prefix`, the prefix removed.
-StateDict with_prefix(const StateDict& tensors, const std::string& prefix) {
-  StateDict out;
-  for (const auto& [name, t] : tensors)
-    if (starts_with(name, prefix)) out.emplace_back(name.substr(prefix.size()), t);
-  return out;
-}
-
-// Compares the checkpoint's model fingerprint with the model's state_dict, and fails at the
-// first difference with a sentence that names it.
-void check_same_model(const std::string& path, const Json& saved, const StateDict& mine) {
-  check(saved.is_array(), path, "the checkpoint's \"model\" metadata is not a list; the file is damaged");
-  std::map<std::string, std::pair<std::string, Shape>> theirs;
-  std::vector<std::string> order;
-  for (const Json& entry : saved) {
-    check(entry.is_array() && entry.size() == 3 && entry[0].is_string() && entry[1].is_string() &&
-              entry[2].is_array(),
-          path, "the checkpoint's \"model\" metadata has a malformed entry; the file is damaged");
-    Shape shape;
-    for (const Json& d : entry[2]) shape.push_back(d.get<int64_t>());
-    theirs[entry[0].get<std::string>()] = {entry[1].get<std::string>(), shape};
-    order.push_back(entry[0].get<std::string>());
-  }
-  // The most common mistake first: a state_dict saved from (or loaded into) a DDP wrapper.
-  const bool saved_wrapped = !order.empty() && starts_with(order.front(), "module.");
-  const bool mine_wrapped = !mine.empty() && starts_with(mine.front().first, "module.");
-  check(saved_wrapped == mine_wrapped, path, saved_wrapped ? "the checkpoint's" : "this model's",
-        " names start with \"module.\" (a DistributedDataParallel wrapper's state_dict) and ",
-        saved_wrapped ? "this model's" : "the checkpoint's",
-        " do not; save and load the inner module (ddp->module()) on both sides");
-  for (const auto& [name, t] : mine) {
-    const auto found = theirs.find(name);
-    check(found != theirs.end(), path, "holds another model: this model has '", name,
-          "' and the checkpoint does not (the checkpoint's model has ", order.size(), " entries, this one ",
-          mine.size(), ")");
-    check(found->second.second == t.shape(), path, "holds another model: its '", name, "' has shape ",
-          shape_str(found->second.second), ", this model's has ", shape_str(t.shape()));
-    check(found->second.first == dtype_name(t.dtype()), path, "its '", name, "' is ", found->second.first,
-          ", this model's is ", dtype_name(t.dtype()), "; convert the model (model.to(dtype)) before loading");
-  }
-  for (const std::string& name : order) {
-    bool present = false;
-    for (const auto& entry : mine) present = present || entry.first == name;
-    check(present, path, "holds another model: the checkpoint has '", name, "' and this model does not");
-  }
 }
 
 }  // namespace
@@ -258,262 +176,442 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   }
   generators["named"] = named;
   metadata["generators"] = generators.dump();
-  metadata["checksum"] = "fnv1a64:" + hex(fnv1a(tensors));
+  metadata["checksum"] = checksum(tensors);
 
   save_safetensors(path, tensors, metadata);
 }
 
-ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device map_location, int rank,
-                           int world_size) {
-  LOCKSTEP_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "load_checkpoint: expected 0 <= rank < ",
-                 "world_size, got rank ", rank, " of ", world_size);
-  LOCKSTEP_CHECK(state.model != nullptr, "load_checkpoint: TrainingState::model is null; pass the model to load into");
-  // A temporary is what a save leaves when it is killed before the rename; nothing says it
-  // reached the disk whole, so it is never loaded (the real file is the last complete save).
-  if (ends_with(path, ".tmp"))
-    fail(path, "is the temporary file of a save that did not finish (a completed save renames it to '",
-         path.substr(0, path.size() - 4), "'); load that file instead, or rename this one if you know it is complete");
+namespace {
 
-  // 1. The file: safetensors' own checks (truncation, bad header, bad offsets), then ours.
+// ---- Loading: read the file, parse and check each section against the objects, then apply.
+
+// A checkpoint as read from its file, and the start of every message about it.
+struct CheckpointFile {
+  std::string context;  // "load_checkpoint: '<path>': "
   std::map<std::string, std::string> metadata;
   StateDict tensors;
+};
+
+// A sentence for ResumeInfo::notes, and whether the run stays the bit-exact continuation of the
+// saving run all the same.
+struct Note {
+  std::string text;
+  bool bit_exact;
+};
+
+// What a section of the checkpoint gives: a value to restore or resume from, and what to say.
+template <class T>
+struct Parsed {
+  T value{};
+  std::vector<Note> notes;
+};
+
+// The metadata value under `key`, parsed as JSON; a missing key or bad JSON is a damaged file.
+Json metadata_json(const CheckpointFile& file, const std::string& key) {
+  const auto found = file.metadata.find(key);
+  LOCKSTEP_CHECK(found != file.metadata.end(), file.context, "the checkpoint's metadata has no \"", key,
+                 "\" entry; the file is damaged or was not written by save_checkpoint");
   try {
-    tensors = load_safetensors(path, &metadata);
+    return Json::parse(found->second);
+  } catch (const Json::parse_error& e) {
+    throw Error(detail::concat(file.context, "the checkpoint's metadata \"", key, "\" is not valid JSON (", e.what(),
+                               "); the file is damaged"));
+  }
+}
+
+// The metadata value under `key` as a whole number (all of its text); otherwise a damaged file.
+int64_t metadata_integer(const CheckpointFile& file, const std::string& key) {
+  const auto found = file.metadata.find(key);
+  LOCKSTEP_CHECK(found != file.metadata.end(), file.context, "the checkpoint's metadata has no \"", key,
+                 "\"; the file is damaged");
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(found->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  LOCKSTEP_CHECK(used > 0 && used == found->second.size(), file.context, "the checkpoint's \"", key,
+                 "\" is not a whole number; the file is damaged");
+  return value;
+}
+
+// `json[key]` as an integer, or a damaged-file error; `where` names the metadata entry.
+int64_t integer_in(const CheckpointFile& file, const Json& json, const char* where, const char* key) {
+  LOCKSTEP_CHECK(json.is_object() && json.contains(key) && json[key].is_number_integer(), file.context,
+                 "the checkpoint's \"", where, "\" metadata has no whole number \"", key, "\"; the file is damaged");
+  return json[key].get<int64_t>();
+}
+
+// The entries of `tensors` whose names start with `prefix`, the prefix removed.
+StateDict with_prefix(const StateDict& tensors, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [name, t] : tensors)
+    if (starts_with(name, prefix)) out.emplace_back(name.substr(prefix.size()), t);
+  return out;
+}
+
+// `tensors` on `device` (torch.load's map_location).
+StateDict to_device(StateDict tensors, Device device) {
+  for (auto& entry : tensors) entry.second = entry.second.to(device);
+  return tensors;
+}
+
+// The file at `path`: safetensors' own checks (truncation, bad header, bad offsets), then that
+// it is a Lockstep checkpoint of a version this build reads, whose data matches its checksum.
+CheckpointFile read_checkpoint_file(const std::string& path) {
+  CheckpointFile file;
+  file.context = detail::concat("load_checkpoint: '", path, "': ");
+  // A temporary is what a save leaves when it is killed before the rename; nothing says it
+  // reached the disk whole, so it is never loaded (the real file is the last complete save).
+  LOCKSTEP_CHECK(!ends_with(path, ".tmp"), file.context,
+                 "is the temporary file of a save that did not finish (a completed save renames it to '",
+                 path.substr(0, path.size() - 4),
+                 "'); load that file instead, or rename this one if you know it is complete");
+  try {
+    file.tensors = load_safetensors(path, &file.metadata);
   } catch (const Error& e) {
     throw Error(detail::concat("load_checkpoint: ", e.what()));
   }
-  const auto format = metadata.find("format");
-  check(format != metadata.end() && format->second == kCheckpointFormat, path,
-        "is a safetensors file but not a Lockstep checkpoint (its metadata has no \"format\": \"", kCheckpointFormat,
-        "\"); for plain weights use load_safetensors and Module::load_state_dict");
-  const auto version_text = metadata.find("format_version");
-  int64_t version = 0;
+  const auto format = file.metadata.find("format");
+  LOCKSTEP_CHECK(format != file.metadata.end() && format->second == kCheckpointFormat, file.context,
+                 "is a safetensors file but not a Lockstep checkpoint (its metadata has no \"format\": \"",
+                 kCheckpointFormat, "\"); for plain weights use load_safetensors and Module::load_state_dict");
+  const int64_t version = metadata_integer(file, "format_version");
+  LOCKSTEP_CHECK(version <= kCheckpointFormatVersion, file.context,
+                 "was written by a newer Lockstep (checkpoint format version ", version,
+                 "; this build reads up to version ", kCheckpointFormatVersion, "); update Lockstep to load it");
+  LOCKSTEP_CHECK(version >= 1, file.context, "has checkpoint format version ", version, ", which no Lockstep writes");
+  const auto saved_checksum = file.metadata.find("checksum");
+  LOCKSTEP_CHECK(saved_checksum != file.metadata.end() && saved_checksum->second == checksum(file.tensors),
+                 file.context, "the data does not match the checksum saved with it: the file was damaged after it ",
+                 "was written (disk, copy or transfer); use an earlier checkpoint");
+  return file;
+}
+
+// Where the saving run was: the "training" entry and the world size.
+struct SavedPosition {
+  int64_t epoch = 0;
+  int64_t step_in_epoch = 0;
+  int64_t global_step = 0;
+  int64_t batch_size = 0;
+  int64_t samples_in_epoch = 0;
+  int64_t world_size = 0;
+};
+
+SavedPosition parse_training(const CheckpointFile& file) {
+  const Json training = metadata_json(file, "training");
+  SavedPosition saved;
+  saved.world_size = metadata_integer(file, "world_size");
+  LOCKSTEP_CHECK(saved.world_size >= 1, file.context, "the checkpoint's \"world_size\" is ", saved.world_size,
+                 "; the file is damaged");
+  saved.epoch = integer_in(file, training, "training", "epoch");
+  saved.global_step = integer_in(file, training, "training", "global_step");
+  saved.batch_size = integer_in(file, training, "training", "batch_size");
+  saved.samples_in_epoch = integer_in(file, training, "training", "samples_in_epoch");
+  saved.step_in_epoch = integer_in(file, training, "training", "step_in_epoch");
+  return saved;
+}
+
+// Compares the checkpoint's model fingerprint with the model's state_dict, and fails at the
+// first difference with a sentence that names it.
+void check_same_model(const CheckpointFile& file, const Json& saved, const StateDict& mine) {
+  LOCKSTEP_CHECK(saved.is_array(), file.context, "the checkpoint's \"model\" metadata is not a list; the file is damaged");
+  std::map<std::string, std::pair<std::string, Shape>> theirs;
+  std::vector<std::string> order;
+  for (const Json& entry : saved) {
+    LOCKSTEP_CHECK(entry.is_array() && entry.size() == 3 && entry[0].is_string() && entry[1].is_string() &&
+                       entry[2].is_array(),
+                   file.context, "the checkpoint's \"model\" metadata has a malformed entry; the file is damaged");
+    Shape shape;
+    for (const Json& d : entry[2]) shape.push_back(d.get<int64_t>());
+    theirs[entry[0].get<std::string>()] = {entry[1].get<std::string>(), shape};
+    order.push_back(entry[0].get<std::string>());
+  }
+  // The most common mistake first: a state_dict saved from (or loaded into) a DDP wrapper.
+  const bool saved_wrapped = !order.empty() && starts_with(order.front(), "module.");
+  const bool mine_wrapped = !mine.empty() && starts_with(mine.front().first, "module.");
+  LOCKSTEP_CHECK(saved_wrapped == mine_wrapped, file.context, saved_wrapped ? "the checkpoint's" : "this model's",
+                 " names start with \"module.\" (a DistributedDataParallel wrapper's state_dict) and ",
+                 saved_wrapped ? "this model's" : "the checkpoint's",
+                 " do not; save and load the inner module (ddp->module()) on both sides");
+  for (const auto& [name, t] : mine) {
+    const auto found = theirs.find(name);
+    LOCKSTEP_CHECK(found != theirs.end(), file.context, "holds another model: this model has '", name,
+                   "' and the checkpoint does not (the checkpoint's model has ", order.size(), " entries, this one ",
+                   mine.size(), ")");
+    LOCKSTEP_CHECK(found->second.second == t.shape(), file.context, "holds another model: its '", name,
+                   "' has shape ", shape_str(found->second.second), ", this model's has ", shape_str(t.shape()));
+    LOCKSTEP_CHECK(found->second.first == dtype_name(t.dtype()), file.context, "its '", name, "' is ",
+                   found->second.first, ", this model's is ", dtype_name(t.dtype()),
+                   "; convert the model (model.to(dtype)) before loading");
+  }
+  for (const std::string& name : order) {
+    bool present = false;
+    for (const auto& entry : mine) present = present || entry.first == name;
+    LOCKSTEP_CHECK(present, file.context, "holds another model: the checkpoint has '", name,
+                   "' and this model does not");
+  }
+}
+
+// The model's tensors on `map_location`, once the checkpoint's fingerprint matches `model`.
+StateDict parse_model(const CheckpointFile& file, const Module& model, Device map_location) {
+  check_same_model(file, metadata_json(file, "model"), model.state_dict());
+  return to_device(with_prefix(file.tensors, kModelPrefix), map_location);
+}
+
+// A part of the training state that the checkpoint may hold (`saved`) and the caller may pass
+// an object for (`given`). With both, parse() reads the state to restore; with one alone
+// nothing is restored, and that side's note says so.
+template <class T, class Parse>
+Parsed<std::optional<T>> saved_and_given(bool saved, bool given, Note only_given, Note only_saved,
+                                         const Parse& parse) {
+  Parsed<std::optional<T>> part;
+  if (saved && given) {
+    part.value = parse();
+  } else if (given) {
+    part.notes.push_back(std::move(only_given));
+  } else if (saved) {
+    part.notes.push_back(std::move(only_saved));
+  }
+  return part;
+}
+
+Parsed<std::optional<OptimizerStateDict>> parse_optimizer(const CheckpointFile& file, const Optimizer* optimizer,
+                                                          Device map_location) {
+  const Json saved = metadata_json(file, "optimizer");
+  return saved_and_given<OptimizerStateDict>(
+      !saved.is_null(), optimizer != nullptr,
+      {"the checkpoint holds no optimizer state: the optimizer starts afresh", false},
+      {"the checkpoint's optimizer state was not restored (no optimizer was given)", true}, [&] {
+        LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
+                           saved.contains("param_group") && saved["param_group"].is_object(),
+                       file.context, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
+        OptimizerStateDict state;
+        state.optimizer = saved["name"].get<std::string>();
+        state.num_params = integer_in(file, saved, "optimizer", "num_params");
+        for (const auto& [key, value] : saved["param_group"].items()) {
+          const std::optional<HyperParameter> parsed = from_json(value);
+          LOCKSTEP_CHECK(parsed.has_value(), file.context, "the optimizer's hyper-parameter \"", key, "\" is ",
+                         value.dump(), ", not a number, flag or list of numbers; the file is damaged");
+          state.param_group[key] = *parsed;
+        }
+        state.state = to_device(with_prefix(file.tensors, kOptimizerPrefix), map_location);
+        return state;
+      });
+}
+
+// A disabled scaler has no state (GradScaler::state_dict() is empty): it takes none.
+Parsed<std::optional<StateDict>> parse_scaler(const CheckpointFile& file, const std::optional<StatefulRef>& scaler) {
+  const StateDict saved = with_prefix(file.tensors, kScalerPrefix);
+  return saved_and_given<StateDict>(
+      !saved.empty(), scaler && !scaler->state_dict().empty(),
+      {"the checkpoint holds no GradScaler state (saved without AMP): the scaler keeps its current scale", false},
+      {scaler ? "the GradScaler is disabled: the checkpoint's scaler state was not restored"
+              : "the checkpoint's GradScaler state was not restored (no scaler was given)",
+       false},
+      [&] { return saved; });
+}
+
+Parsed<std::optional<LRSchedulerStateDict>> parse_scheduler(const CheckpointFile& file,
+                                                              const LRScheduler* scheduler) {
+  // Files written before schedulers have no entry: none was saved.
+  const Json saved = file.metadata.count("scheduler") == 1 ? metadata_json(file, "scheduler") : Json();
+  return saved_and_given<LRSchedulerStateDict>(
+      !saved.is_null(), scheduler != nullptr,
+      {"the checkpoint holds no learning-rate scheduler state: the scheduler starts afresh", false},
+      {"the checkpoint's learning-rate scheduler state was not restored (no scheduler was given): the learning "
+       "rate stays the saved one",
+       false},
+      [&] {
+        LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
+                           saved.contains("base_lr") && saved["base_lr"].is_number(),
+                       file.context, "the checkpoint's \"scheduler\" metadata is malformed; the file is damaged");
+        LRSchedulerStateDict state;
+        state.scheduler = saved["name"].get<std::string>();
+        state.last_epoch = integer_in(file, saved, "scheduler", "last_epoch");
+        state.base_lr = saved["base_lr"].get<double>();
+        for (const auto& [key, value] : saved.items()) {
+          if (key == "name" || key == "last_epoch" || key == "base_lr") continue;
+          LOCKSTEP_CHECK(value.is_number(), file.context, "the scheduler's setting \"", key, "\" is ", value.dump(),
+                         ", not a number; the file is damaged");
+          state.hyper_parameters[key] = value.get<double>();
+        }
+        return state;
+      });
+}
+
+// The sampler's seed and epoch (zeros when none was saved).
+struct SavedSampler {
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+};
+
+// A sampler to restore must cover the same dataset with the same options, or the saved
+// position would point into another order.
+SavedSampler parse_sampler(const CheckpointFile& file, const DistributedSampler* sampler) {
+  const Json saved = metadata_json(file, "sampler");
+  SavedSampler out;
+  if (!saved.is_null()) {
+    out.seed = saved.contains("seed") && saved["seed"].is_number_unsigned()
+                   ? saved["seed"].get<uint64_t>()
+                   : static_cast<uint64_t>(integer_in(file, saved, "sampler", "seed"));
+    out.epoch = integer_in(file, saved, "sampler", "epoch");
+  }
+  if (sampler == nullptr) return out;
+  LOCKSTEP_CHECK(!saved.is_null(), file.context, "the checkpoint holds no sampler state, but a DistributedSampler ",
+                 "was given to restore; pass none, or resume from a checkpoint saved with its sampler");
+  const int64_t dataset_size = integer_in(file, saved, "sampler", "dataset_size");
+  LOCKSTEP_CHECK(dataset_size == sampler->dataset_size(), file.context, "was saved for a dataset of ", dataset_size,
+                 " samples and this sampler covers ", sampler->dataset_size(),
+                 "; the saved position would point into another order");
+  for (const char* option : {"shuffle", "drop_last"}) {
+    LOCKSTEP_CHECK(saved.contains(option) && saved[option].is_boolean(), file.context,
+                   "the checkpoint's sampler has no \"", option, "\" flag; the file is damaged");
+    const bool mine = std::string(option) == "shuffle" ? sampler->shuffle() : sampler->drop_last();
+    LOCKSTEP_CHECK(saved[option].get<bool>() == mine, file.context, "its sampler was built with ", option, "=",
+                   saved[option].get<bool>() ? "true" : "false", " and this one with ", option, "=",
+                   mine ? "true" : "false", "; build the sampler as the saving run did");
+  }
+  return out;
+}
+
+// The generators' states, each already parsed, so that a damaged one changes nothing.
+struct SavedGenerators {
+  std::optional<Generator> default_generator;  // this rank's, if one was saved for it
+  std::vector<std::pair<Generator*, Generator>> named;
+};
+
+// The generator whose state is `text`; `what` names it in the message if it is damaged.
+Generator parse_generator(const CheckpointFile& file, const Json& text, const std::string& what) {
+  LOCKSTEP_CHECK(text.is_string(), file.context, "the state of generator ", what, " is not a text; the file is damaged");
+  Generator generator;
   try {
-    check(version_text != metadata.end(), path, "the checkpoint's metadata has no \"format_version\"");
-    size_t used = 0;
-    version = std::stoll(version_text->second, &used);
-    check(used == version_text->second.size(), path, "bad");
-  } catch (const std::exception&) {
-    fail(path, "the checkpoint's \"format_version\" is not a whole number; the file is damaged");
+    generator.set_state(text.get<std::string>());
+  } catch (const Error& e) {
+    throw Error(detail::concat(file.context, "the state of generator ", what, " is damaged: ", e.what()));
   }
-  check(version <= kCheckpointFormatVersion, path, "was written by a newer Lockstep (checkpoint format version ",
-        version, "; this build reads up to version ", kCheckpointFormatVersion, "); update Lockstep to load it");
-  check(version >= 1, path, "has checkpoint format version ", version, ", which no Lockstep writes");
-  const auto checksum = metadata.find("checksum");
-  check(checksum != metadata.end() && checksum->second == "fnv1a64:" + hex(fnv1a(tensors)), path,
-        "the data does not match the checksum saved with it: the file was damaged after it was written ",
-        "(disk, copy or transfer); use an earlier checkpoint");
+  return generator;
+}
 
-  const Json training = metadata_json(path, metadata, "training");
-  const int64_t saved_world = [&] {
-    const auto found = metadata.find("world_size");
-    check(found != metadata.end(), path, "the checkpoint's metadata has no \"world_size\"; the file is damaged");
-    try {
-      return std::stoll(found->second);
-    } catch (const std::exception&) {
-      fail(path, "the checkpoint's \"world_size\" is not a whole number; the file is damaged");
-    }
-  }();
-  check(saved_world >= 1, path, "the checkpoint's \"world_size\" is ", saved_world, "; the file is damaged");
-
-  ResumeInfo info;
-  info.epoch = integer_in(path, training, "training", "epoch");
-  info.global_step = integer_in(path, training, "training", "global_step");
-  info.saved_batch_size = integer_in(path, training, "training", "batch_size");
-  info.samples_in_epoch = integer_in(path, training, "training", "samples_in_epoch");
-  const int64_t saved_step_in_epoch = integer_in(path, training, "training", "step_in_epoch");
-  info.saved_world_size = static_cast<int>(saved_world);
-  info.step_in_epoch = saved_step_in_epoch;
-
-  // 2. The model: the fingerprint, then the tensors under "model.".
-  const StateDict model_state = state.model->state_dict();
-  check_same_model(path, metadata_json(path, metadata, "model"), model_state);
-  StateDict model_tensors = with_prefix(tensors, kModelPrefix);
-  for (auto& entry : model_tensors) entry.second = entry.second.to(map_location);
-
-  // 3. The optimiser.
-  const Json optimizer = metadata_json(path, metadata, "optimizer");
-  std::optional<OptimizerStateDict> optimizer_state;
-  if (state.optimizer != nullptr && optimizer.is_null()) {
-    info.notes.push_back("the checkpoint holds no optimizer state: the optimizer starts afresh");
-    info.bit_exact = false;
-  } else if (state.optimizer == nullptr && !optimizer.is_null()) {
-    info.notes.push_back("the checkpoint's optimizer state was not restored (no optimizer was given)");
-  } else if (state.optimizer != nullptr) {
-    check(optimizer.is_object() && optimizer.contains("name") && optimizer["name"].is_string() &&
-              optimizer.contains("param_group") && optimizer["param_group"].is_object(),
-          path, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
-    OptimizerStateDict saved;
-    saved.optimizer = optimizer["name"].get<std::string>();
-    saved.num_params = integer_in(path, optimizer, "optimizer", "num_params");
-    for (const auto& [key, value] : optimizer["param_group"].items()) {
-      const std::optional<HyperParameter> parsed = from_json(value);
-      check(parsed.has_value(), path, "the optimizer's hyper-parameter \"", key, "\" is ", value.dump(),
-            ", not a number, flag or list of numbers; the file is damaged");
-      saved.param_group[key] = *parsed;
-    }
-    saved.state = with_prefix(tensors, kOptimizerPrefix);
-    for (auto& entry : saved.state) entry.second = entry.second.to(map_location);
-    optimizer_state = std::move(saved);
-  }
-
-  // 4. The scaler.
-  const StateDict scaler_tensors = with_prefix(tensors, kScalerPrefix);
-  std::optional<StateDict> scaler_before;
-  if (state.scaler) {
-    scaler_before = state.scaler->state_dict();
-    if (scaler_tensors.empty() && !scaler_before->empty()) {
-      info.notes.push_back("the checkpoint holds no GradScaler state (saved without AMP): the scaler keeps its "
-                           "current scale");
-      info.bit_exact = false;
-    } else if (!scaler_tensors.empty() && scaler_before->empty()) {
-      info.notes.push_back("the GradScaler is disabled: the checkpoint's scaler state was not restored");
-      info.bit_exact = false;
-    }
-    for (auto& entry : *scaler_before) entry.second = entry.second.clone();
-  } else if (!scaler_tensors.empty()) {
-    info.notes.push_back("the checkpoint's GradScaler state was not restored (no scaler was given)");
-    info.bit_exact = false;
-  }
-
-  // 5. The scheduler. Files written before schedulers have no entry: none was saved.
-  const Json scheduler = metadata.count("scheduler") == 1 ? metadata_json(path, metadata, "scheduler") : Json();
-  std::optional<LRSchedulerStateDict> scheduler_state;
-  if (state.scheduler != nullptr && scheduler.is_null()) {
-    info.notes.push_back("the checkpoint holds no learning-rate scheduler state: the scheduler starts afresh");
-    info.bit_exact = false;
-  } else if (state.scheduler == nullptr && !scheduler.is_null()) {
-    info.notes.push_back("the checkpoint's learning-rate scheduler state was not restored (no scheduler was given): "
-                         "the learning rate stays the saved one");
-    info.bit_exact = false;
-  } else if (state.scheduler != nullptr) {
-    check(scheduler.is_object() && scheduler.contains("name") && scheduler["name"].is_string() &&
-              scheduler.contains("base_lr") && scheduler["base_lr"].is_number(),
-          path, "the checkpoint's \"scheduler\" metadata is malformed; the file is damaged");
-    LRSchedulerStateDict saved;
-    saved.scheduler = scheduler["name"].get<std::string>();
-    saved.last_epoch = integer_in(path, scheduler, "scheduler", "last_epoch");
-    saved.base_lr = scheduler["base_lr"].get<double>();
-    for (const auto& [key, value] : scheduler.items()) {
-      if (key == "name" || key == "last_epoch" || key == "base_lr") continue;
-      check(value.is_number(), path, "the scheduler's setting \"", key, "\" is ", value.dump(),
-            ", not a number; the file is damaged");
-      saved.hyper_parameters[key] = value.get<double>();
-    }
-    scheduler_state = std::move(saved);
-  }
-
-  // 6. The sampler: same dataset and options, or the saved position means nothing.
-  const Json sampler = metadata_json(path, metadata, "sampler");
-  if (!sampler.is_null()) {
-    info.sampler_seed = sampler.contains("seed") && sampler["seed"].is_number_unsigned()
-                            ? sampler["seed"].get<uint64_t>()
-                            : static_cast<uint64_t>(integer_in(path, sampler, "sampler", "seed"));
-    info.sampler_epoch = integer_in(path, sampler, "sampler", "epoch");
-  }
-  if (state.sampler != nullptr) {
-    check(!sampler.is_null(), path, "the checkpoint holds no sampler state, but a DistributedSampler was given to ",
-          "restore; pass none, or resume from a checkpoint saved with its sampler");
-    const int64_t dataset_size = integer_in(path, sampler, "sampler", "dataset_size");
-    check(dataset_size == state.sampler->dataset_size(), path, "was saved for a dataset of ", dataset_size,
-          " samples and this sampler covers ", state.sampler->dataset_size(),
-          "; the saved position would point into another order");
-    for (const char* option : {"shuffle", "drop_last"}) {
-      check(sampler.contains(option) && sampler[option].is_boolean(), path, "the checkpoint's sampler has no \"",
-            option, "\" flag; the file is damaged");
-      const bool mine = std::string(option) == "shuffle" ? state.sampler->shuffle() : state.sampler->drop_last();
-      check(sampler[option].get<bool>() == mine, path, "its sampler was built with ", option, "=",
-            sampler[option].get<bool>() ? "true" : "false", " and this one with ", option, "=",
-            mine ? "true" : "false", "; build the sampler as the saving run did");
-    }
-  }
-
-  // 7. The generators: parse every state now, so that a bad one changes nothing.
-  const Json generators = metadata_json(path, metadata, "generators");
-  check(generators.is_object() && generators.contains("default") && generators["default"].is_array() &&
-            !generators["default"].empty() && generators.contains("named") && generators["named"].is_object(),
-        path, "the checkpoint's \"generators\" metadata is malformed; the file is damaged");
-  const Json& defaults = generators["default"];
-  std::optional<Generator> restored_default;
-  const auto parse_generator = [&path](const Json& text, const std::string& what) {
-    check(text.is_string(), path, "the state of generator ", what, " is not a text; the file is damaged");
-    Generator g;
-    try {
-      g.set_state(text.get<std::string>());
-    } catch (const Error& e) {
-      fail(path, "the state of generator ", what, " is damaged: ", e.what());
-    }
-    return g;
-  };
+Parsed<SavedGenerators> parse_generators(const CheckpointFile& file,
+                                         const std::vector<std::pair<std::string, Generator*>>& named, int rank,
+                                         int64_t saved_world_size, int world_size) {
+  const Json saved = metadata_json(file, "generators");
+  LOCKSTEP_CHECK(saved.is_object() && saved.contains("default") && saved["default"].is_array() &&
+                     !saved["default"].empty() && saved.contains("named") && saved["named"].is_object(),
+                 file.context, "the checkpoint's \"generators\" metadata is malformed; the file is damaged");
+  const Json& defaults = saved["default"];
+  Parsed<SavedGenerators> generators;
   if (defaults.size() == 1) {
-    restored_default = parse_generator(defaults[0], "'default'");
-    if (saved_world > 1 || world_size > 1)
-      info.notes.push_back("one default generator state was saved (rank 0's); every rank restores it");
+    generators.value.default_generator = parse_generator(file, defaults[0], "'default'");
+    if (saved_world_size > 1 || world_size > 1)
+      generators.notes.push_back({"one default generator state was saved (rank 0's); every rank restores it", true});
   } else if (static_cast<size_t>(rank) < defaults.size()) {
-    restored_default = parse_generator(defaults[static_cast<size_t>(rank)], "'default' of rank " + std::to_string(rank));
+    generators.value.default_generator =
+        parse_generator(file, defaults[static_cast<size_t>(rank)], "'default' of rank " + std::to_string(rank));
   } else {
-    info.notes.push_back(detail::concat("no default generator state was saved for rank ", rank,
-                                        ": it keeps its current one"));
-    info.bit_exact = false;
+    generators.notes.push_back(
+        {detail::concat("no default generator state was saved for rank ", rank, ": it keeps its current one"), false});
   }
-  std::vector<std::pair<Generator*, Generator>> restored_named;
-  for (const auto& [name, generator] : state.generators) {
-    check(generators["named"].contains(name), path, "the checkpoint holds no state for generator '", name, "'");
-    restored_named.emplace_back(generator, parse_generator(generators["named"][name], "'" + name + "'"));
+  for (const auto& [name, generator] : named) {
+    LOCKSTEP_CHECK(saved["named"].contains(name), file.context, "the checkpoint holds no state for generator '", name,
+                   "'");
+    generators.value.named.emplace_back(generator, parse_generator(file, saved["named"][name], "'" + name + "'"));
   }
+  return generators;
+}
 
-  // 8. Apply: the scheduler, the scaler and the optimiser, each of which checks everything
-  // before it changes anything (those loaded before one that refuses are put back), then the
-  // rest, which can no longer fail.
-  std::optional<LRSchedulerStateDict> scheduler_before;
-  try {
-    if (scheduler_state) {
-      scheduler_before = state.scheduler->state_dict();
-      state.scheduler->load_state_dict(*scheduler_state);
+// The step of the epoch to resume at. Same world size and batch size: exactly where the saving
+// run was. Otherwise the global sample count is kept and the step recomputed from it (see the
+// header).
+Parsed<int64_t> resume_step(const SavedPosition& saved, int world_size, int64_t batch_size) {
+  const int64_t per_step = batch_size * world_size;
+  const int64_t recomputed = per_step > 0 ? saved.samples_in_epoch / per_step : 0;
+  if (saved.world_size != world_size) {
+    return {recomputed,
+            {{detail::concat("saved with ", saved.world_size, " rank", saved.world_size == 1 ? "" : "s",
+                             ", resumed with ", world_size, ": the data position is recomputed from the ",
+                             saved.samples_in_epoch, " samples of epoch ", saved.epoch, " already trained (step ",
+                             recomputed, " of the epoch at ", world_size,
+                             " ranks); the weights and optimizer state are the saved ones, but later batches differ "
+                             "from the saving run's"),
+              false}}};
+  }
+  if (batch_size != saved.batch_size) {
+    return {recomputed,
+            {{detail::concat("saved with a batch size of ", saved.batch_size, " per rank, resumed with ", batch_size,
+                             ": the data position is kept in samples (", saved.samples_in_epoch, " of epoch ",
+                             saved.epoch, ")"),
+              false}}};
+  }
+  return {saved.step_in_epoch, {}};
+}
+
+// The checkpoint's sections, each parsed and checked against the object it goes into.
+struct ParsedCheckpoint {
+  SavedPosition saved;
+  StateDict model;
+  Parsed<std::optional<OptimizerStateDict>> optimizer;
+  Parsed<std::optional<StateDict>> scaler;
+  Parsed<std::optional<LRSchedulerStateDict>> scheduler;
+  SavedSampler sampler;
+  Parsed<SavedGenerators> generators;
+  Parsed<int64_t> step_in_epoch;
+};
+
+// Where to resume, and the sections' notes in the order of the sections.
+ResumeInfo resume_info(const ParsedCheckpoint& checkpoint) {
+  ResumeInfo info;
+  info.epoch = checkpoint.saved.epoch;
+  info.step_in_epoch = checkpoint.step_in_epoch.value;
+  info.global_step = checkpoint.saved.global_step;
+  info.samples_in_epoch = checkpoint.saved.samples_in_epoch;
+  info.sampler_seed = checkpoint.sampler.seed;
+  info.sampler_epoch = checkpoint.sampler.epoch;
+  info.saved_world_size = static_cast<int>(checkpoint.saved.world_size);
+  info.saved_batch_size = checkpoint.saved.batch_size;
+  for (const std::vector<Note>* notes :
+       {&checkpoint.optimizer.notes, &checkpoint.scaler.notes, &checkpoint.scheduler.notes,
+        &checkpoint.generators.notes, &checkpoint.step_in_epoch.notes}) {
+    for (const Note& note : *notes) {
+      info.notes.push_back(note.text);
+      info.bit_exact = info.bit_exact && note.bit_exact;
     }
-  } catch (const Error& e) {
-    fail(path, e.what());
   }
-  try {
-    if (state.scaler && !scaler_tensors.empty() && !scaler_before->empty()) state.scaler->load_state_dict(scaler_tensors);
-  } catch (const Error& e) {
-    if (scheduler_before) state.scheduler->load_state_dict(*scheduler_before);
-    fail(path, e.what());
-  }
-  try {
-    if (optimizer_state) state.optimizer->load_state_dict(*optimizer_state);
-  } catch (const Error& e) {
-    if (scheduler_before) state.scheduler->load_state_dict(*scheduler_before);
-    if (scaler_before && !scaler_before->empty()) state.scaler->load_state_dict(*scaler_before);
-    fail(path, e.what());
-  }
-  state.model->load_state_dict(model_tensors, /*strict=*/true);
-  if (restored_default) {
-    const auto lock = lock_default_generator(nullptr);
-    default_generator() = *restored_default;
-  }
-  for (auto& [generator, restored] : restored_named) *generator = restored;
+  return info;
+}
 
-  // 9. The position. Same world size: exactly where the saving run was. Otherwise the global
-  // sample count is kept and the step count recomputed from it (see the header).
-  if (saved_world != world_size) {
-    const int64_t per_step = state.batch_size * world_size;
-    info.step_in_epoch = per_step > 0 ? info.samples_in_epoch / per_step : 0;
-    info.notes.push_back(detail::concat(
-        "saved with ", saved_world, " rank", saved_world == 1 ? "" : "s", ", resumed with ", world_size,
-        ": the data position is recomputed from the ", info.samples_in_epoch, " samples of epoch ", info.epoch,
-        " already trained (step ", info.step_in_epoch, " of the epoch at ", world_size,
-        " ranks); the weights and optimizer state are the saved ones, but later batches differ from the saving "
-        "run's"));
-    info.bit_exact = false;
-  } else if (state.batch_size != info.saved_batch_size) {
-    info.notes.push_back(detail::concat("saved with a batch size of ", info.saved_batch_size, " per rank, resumed with ",
-                                        state.batch_size, ": the data position is kept in samples (",
-                                        info.samples_in_epoch, " of epoch ", info.epoch, ")"));
-    const int64_t per_step = state.batch_size * world_size;
-    info.step_in_epoch = per_step > 0 ? info.samples_in_epoch / per_step : 0;
-    info.bit_exact = false;
+// Restores `checkpoint` into `state`'s objects and resumes the sampler at `info`'s position.
+// The scheduler, the scaler and the optimiser each check everything before they change
+// anything; when one refuses, those restored before it are put back, so the objects stay as
+// they were. What comes after them can no longer fail.
+void apply(const CheckpointFile& file, const ParsedCheckpoint& checkpoint, const ResumeInfo& info,
+           TrainingState& state) {
+  std::vector<std::function<void()>> put_back;
+  try {
+    if (const auto& scheduler = checkpoint.scheduler.value) {
+      const LRSchedulerStateDict before = state.scheduler->state_dict();
+      state.scheduler->load_state_dict(*scheduler);
+      put_back.push_back([&state, before] { state.scheduler->load_state_dict(before); });
+    }
+    if (const auto& scaler = checkpoint.scaler.value) {
+      StateDict before = state.scaler->state_dict();
+      for (auto& entry : before) entry.second = entry.second.clone();
+      state.scaler->load_state_dict(*scaler);
+      put_back.push_back([&state, before] { state.scaler->load_state_dict(before); });
+    }
+    if (const auto& optimizer = checkpoint.optimizer.value) state.optimizer->load_state_dict(*optimizer);
+  } catch (const Error& e) {
+    for (auto undo = put_back.rbegin(); undo != put_back.rend(); ++undo) (*undo)();
+    throw Error(detail::concat(file.context, e.what()));
   }
+  state.model->load_state_dict(checkpoint.model, /*strict=*/true);
+  if (const auto& restored = checkpoint.generators.value.default_generator) {
+    const auto lock = lock_default_generator(nullptr);
+    default_generator() = *restored;
+  }
+  for (const auto& [generator, restored] : checkpoint.generators.value.named) *generator = restored;
   if (state.sampler != nullptr) {
     state.sampler->set_seed(info.sampler_seed);
     // The sampler's own epoch is the one to resume; the position applies to it only when it
@@ -523,6 +621,28 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
   state.epoch = info.epoch;
   state.step_in_epoch = info.step_in_epoch;
   state.global_step = info.global_step;
+}
+
+}  // namespace
+
+ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device map_location, int rank,
+                           int world_size) {
+  LOCKSTEP_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "load_checkpoint: expected 0 <= rank < ",
+                 "world_size, got rank ", rank, " of ", world_size);
+  LOCKSTEP_CHECK(state.model != nullptr, "load_checkpoint: TrainingState::model is null; pass the model to load into");
+  // Every section is parsed and checked against its object before anything changes.
+  const CheckpointFile file = read_checkpoint_file(path);
+  ParsedCheckpoint checkpoint;
+  checkpoint.saved = parse_training(file);
+  checkpoint.model = parse_model(file, *state.model, map_location);
+  checkpoint.optimizer = parse_optimizer(file, state.optimizer, map_location);
+  checkpoint.scaler = parse_scaler(file, state.scaler);
+  checkpoint.scheduler = parse_scheduler(file, state.scheduler);
+  checkpoint.sampler = parse_sampler(file, state.sampler);
+  checkpoint.generators = parse_generators(file, state.generators, rank, checkpoint.saved.world_size, world_size);
+  checkpoint.step_in_epoch = resume_step(checkpoint.saved, world_size, state.batch_size);
+  const ResumeInfo info = resume_info(checkpoint);
+  apply(file, checkpoint, info, state);
   return info;
 }
 

@@ -262,6 +262,66 @@ TEST_F(Checkpoint, ADifferentWorldSizeIsAllowedAndSaid) {
   EXPECT_EQ(b.sampler->seed(), 1u);
 }
 
+// An optimiser or scaler on one side only is restored nowhere and said in a note; only an
+// optimiser state nobody asked for leaves the run bit-exact (nothing that trains was left out).
+TEST_F(Checkpoint, AnOptimiserOrScalerOnOneSideOnlyIsANote) {
+  Trainer a(1);
+  save_checkpoint(file("full.safetensors"), a.state(), 0, 1);
+  TrainingState bare = a.state();
+  bare.optimizer = nullptr;
+  bare.scaler.reset();
+  save_checkpoint(file("bare.safetensors"), bare, 0, 1);
+
+  Trainer b(2);
+  TrainingState not_given = b.state();
+  not_given.optimizer = nullptr;
+  not_given.scaler.reset();
+  ResumeInfo info = load_checkpoint(file("full.safetensors"), not_given, Device::cpu(), 0, 1);
+  EXPECT_EQ(info.notes, (std::vector<std::string>{
+                            "the checkpoint's optimizer state was not restored (no optimizer was given)",
+                            "the checkpoint's GradScaler state was not restored (no scaler was given)"}));
+  EXPECT_FALSE(info.bit_exact);
+  TrainingState optimizer_not_given = b.state();
+  optimizer_not_given.optimizer = nullptr;
+  info = load_checkpoint(file("full.safetensors"), optimizer_not_given, Device::cpu(), 0, 1);
+  EXPECT_EQ(info.notes, (std::vector<std::string>{
+                            "the checkpoint's optimizer state was not restored (no optimizer was given)"}));
+  EXPECT_TRUE(info.bit_exact);
+
+  TrainingState given = b.state();
+  info = load_checkpoint(file("bare.safetensors"), given, Device::cpu(), 0, 1);
+  EXPECT_EQ(info.notes, (std::vector<std::string>{
+                            "the checkpoint holds no optimizer state: the optimizer starts afresh",
+                            "the checkpoint holds no GradScaler state (saved without AMP): the scaler keeps its "
+                            "current scale"}));
+  EXPECT_FALSE(info.bit_exact);
+
+  GradScaler disabled(GradScalerOptions().enabled(false));
+  TrainingState disabled_scaler = b.state();
+  disabled_scaler.scaler = stateful(disabled);
+  info = load_checkpoint(file("full.safetensors"), disabled_scaler, Device::cpu(), 0, 1);
+  EXPECT_EQ(info.notes, (std::vector<std::string>{
+                            "the GradScaler is disabled: the checkpoint's scaler state was not restored"}));
+  EXPECT_FALSE(info.bit_exact);
+}
+
+TEST_F(Checkpoint, AnotherBatchSizeKeepsThePositionInSamples) {
+  Trainer a(1);
+  TrainingState saved = a.state();
+  saved.step_in_epoch = 3;
+  save_checkpoint(file("ckpt.safetensors"), saved, 0, 1);
+  Trainer b(2);
+  TrainingState loaded = b.state();
+  loaded.batch_size = 6;
+  const ResumeInfo info = load_checkpoint(file("ckpt.safetensors"), loaded, Device::cpu(), 0, 1);
+  EXPECT_EQ(info.notes, (std::vector<std::string>{
+                            "saved with a batch size of 4 per rank, resumed with 6: the data position is kept in "
+                            "samples (12 of epoch 0)"}));
+  EXPECT_FALSE(info.bit_exact);
+  EXPECT_EQ(info.step_in_epoch, 2);  // 12 / 6
+  EXPECT_EQ(loaded.step_in_epoch, 2);
+}
+
 TEST_F(Checkpoint, MapLocationKeepsTheValues) {
   Trainer a(1);
   a.step();

@@ -1,0 +1,89 @@
+#include "distributed/init_process_group.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "distributed/detect_launch.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_nccl.h"
+
+namespace lockstep {
+
+namespace {
+
+// The groups init_process_group sets up, torn down by destroy_process_group.
+struct DistributedState {
+  std::shared_ptr<ProcessGroup> default_group;
+  std::shared_ptr<ProcessGroup> cpu_group;
+};
+
+DistributedState& state() {
+  static DistributedState s;
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device,
+                                                 const ProcessGroupOptions& options) {
+  DistributedState& s = state();
+  LOCKSTEP_CHECK(s.default_group == nullptr, "init_process_group: already initialised (call it once per process)");
+  LOCKSTEP_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: expected backend \"mpi\" or \"nccl\", got \"",
+                 backend, "\" (choose_backend resolves \"auto\")");
+  const LaunchInfo launch = detect_launch();
+  // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
+  s.cpu_group = make_mpi_process_group(options);
+  // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
+  // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
+  // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
+  if (launch.launcher == "torchrun" && launch.world_size != s.cpu_group->size()) {
+    const std::string message = detail::concat(
+        "init_process_group: torchrun started a job of ", launch.world_size, " process(es), but MPI sees ",
+        s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
+        launch.world_size, " (or srun with MPI support)");
+    // Nothing to retry: shut MPI down, so the process can end cleanly.
+    destroy_process_group();
+    throw Error(message);
+  }
+  // MPI must be shut down before the process ends, even when setting up NCCL fails (with one
+  // rank; with more, abort_job ends the job). Registered after state() exists: statics made
+  // before an exit function is registered are destroyed after it runs.
+  static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
+  (void)registered;
+  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device, options) : s.cpu_group;
+  return s.default_group;
+}
+
+bool is_initialized() { return state().default_group != nullptr; }
+
+ProcessGroup& default_process_group() {
+  LOCKSTEP_CHECK(is_initialized(), "no default process group: call init_process_group first");
+  return *state().default_group;
+}
+
+ProcessGroup& cpu_process_group() {
+  LOCKSTEP_CHECK(is_initialized(), "no default process group: call init_process_group first");
+  return *state().cpu_group;
+}
+
+void destroy_process_group() {
+  DistributedState& s = state();
+  // The MPI group exists from the start of init_process_group, the default group only at its
+  // end: an init that failed half-way is shut down here too.
+  if (s.cpu_group == nullptr) return;
+  // The NCCL group first (it was built on the MPI one), then the MPI group, whose destructor
+  // waits for its worker to finish the collectives still queued; MPI itself last.
+  s.default_group.reset();
+  s.cpu_group.reset();
+  mpi::finalize();
+}
+
+void abort_job(int exit_code) {
+  // From the moment MPI knows the ranks, including while NCCL is set up (where the other ranks
+  // wait for rank 0's unique id), a failing rank takes the others down with it: they would
+  // otherwise wait in their next collective for a rank that will never come.
+  const DistributedState& s = state();
+  if (s.cpu_group != nullptr && s.cpu_group->size() > 1) mpi::abort(exit_code);
+}
+
+}  // namespace lockstep
