@@ -71,6 +71,7 @@ std::string flag_advice(ErrorKind kind) {
     case ErrorKind::NcclNeedsOneGpuPerRank: return "use --backend mpi, or fewer ranks";
     case ErrorKind::NcclNotBuilt: return "use --backend mpi";
     case ErrorKind::DataNotFound: return "use --data DIR to name the directory that holds them";
+    case ErrorKind::CollectiveTimeout: return "use the same --collective-timeout on every rank";
     case ErrorKind::Other: break;
   }
   return "";

@@ -20,6 +20,7 @@ enum class ErrorKind {
   NcclNeedsOneGpuPerRank,  ///< the NCCL backend was asked for where ranks of one machine would share a GPU
   NcclNotBuilt,            ///< the NCCL backend was asked for in a build that has none
   DataNotFound,            ///< a dataset's files are neither in the directory named nor in a default place
+  CollectiveTimeout,       ///< the ranks of a process group were given different collective timeouts
 };
 
 /// The one exception type Lockstep throws for misuse (wrong shapes, devices, dtypes, files).

@@ -82,9 +82,10 @@ void ProcessGroup::start_watchdog(WatchdogHooks hooks) {
   for (int r = 0; r < size_; ++r) {
     Settings theirs;
     std::memcpy(&theirs, all.data() + r * sizeof(Settings), sizeof(Settings));
-    LOCKSTEP_CHECK(theirs.timeout == mine.timeout, "process group: the ranks use different collective timeouts: ",
-                   "rank ", r, " has ", theirs.timeout, " s, rank ", rank_, " has ", timeout_,
-                   " s; give every rank the same --collective-timeout or $LOCKSTEP_COLLECTIVE_TIMEOUT");
+    LOCKSTEP_CHECK_KIND(theirs.timeout == mine.timeout, ErrorKind::CollectiveTimeout,
+                        "process group: the ranks use different collective timeouts: rank ", r, " has ",
+                        theirs.timeout, " s, rank ", rank_, " has ", timeout_,
+                        " s; give every rank the same ProcessGroupOptions::timeout or $LOCKSTEP_COLLECTIVE_TIMEOUT");
     LOCKSTEP_CHECK(theirs.debug == mine.debug, "process group: the ranks use different debug levels: rank ", r,
                    " has LOCKSTEP_DISTRIBUTED_DEBUG=", distributed_debug_name(static_cast<DistributedDebug>(theirs.debug)),
                    ", rank ", rank_, " has ", distributed_debug_name(debug_),

@@ -160,8 +160,8 @@ void Watchdog::expire(const Started& overdue, double waited_s) {
     lines.push_back("Rank(s) that never reached #" + std::to_string(seq) + ": " + list + ".");
   }
   lines.push_back("Ending the job (exit status " + std::to_string(kWatchdogExitCode) +
-                  "). To wait longer: the chapters' --collective-timeout SECONDS, $LOCKSTEP_COLLECTIVE_TIMEOUT, or "
-                  "ProcessGroupOptions::timeout (0 turns the watchdog off).");
+                  "). To wait longer: $LOCKSTEP_COLLECTIVE_TIMEOUT (SECONDS) or ProcessGroupOptions::timeout "
+                  "(0 turns the watchdog off).");
   end(lines);
 }
 

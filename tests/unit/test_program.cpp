@@ -33,6 +33,7 @@ TEST(ErrorMessage, EachKindGetsTheFlagsThatFixIt) {
       {ErrorKind::NcclNeedsOneGpuPerRank, "(use --backend mpi, or fewer ranks)"},
       {ErrorKind::NcclNotBuilt, "(use --backend mpi)"},
       {ErrorKind::DataNotFound, "(use --data DIR to name the directory that holds them)"},
+      {ErrorKind::CollectiveTimeout, "(use the same --collective-timeout on every rank)"},
   };
   for (const auto& [kind, words] : advice) EXPECT_EQ(error_message(Error(kind, "it failed")), "it failed " + words);
 }
