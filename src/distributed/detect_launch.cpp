@@ -93,8 +93,8 @@ std::optional<int> slurm_tasks_on_this_node(const std::function<const char*(cons
     ++p;
   }
   if (found) return found;
-  throw Error(detail::concat("launch: $SLURM_NODEID is ", node, " but $", name, " (\"", list, "\") lists only ",
-                             first_node_of_run, " node(s)"));
+  LOCKSTEP_FAIL("launch: $SLURM_NODEID is ", node, " but $", name, " (\"", list, "\") lists only ",
+                first_node_of_run, " node(s)");
 }
 
 }  // namespace

@@ -87,22 +87,22 @@ void check_same_setup(ProcessGroup& group, const std::vector<std::pair<std::stri
 
   if (differ && differ->item < params.size()) {
     const auto& [name, p] = params[differ->item];
-    throw Error(detail::concat("DistributedDataParallel: parameter \"", name, "\" (number ", differ->item,
-                               ") differs in shape or dtype between rank 0 and rank(s) ", rank_list(differ->ranks),
-                               "; on this rank it is ", shape_str(p.shape()), " ", dtype_name(p.dtype()),
-                               ". Every rank must build the same model"));
+    LOCKSTEP_FAIL("DistributedDataParallel: parameter \"", name, "\" (number ", differ->item,
+                  ") differs in shape or dtype between rank 0 and rank(s) ", rank_list(differ->ranks),
+                  "; on this rank it is ", shape_str(p.shape()), " ", dtype_name(p.dtype()),
+                  ". Every rank must build the same model");
   }
   if (counts && counts->item == 2) {
-    throw Error(detail::concat("DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
-                               comm_hook_name(static_cast<CommHook>(counts->values[0])), ", rank(s) ",
-                               rank_list(counts->ranks), " a different one (this rank uses ", comm_hook_name(hook),
-                               "); every rank must pass the same DistributedDataParallelOptions::comm_hook"));
+    LOCKSTEP_FAIL("DistributedDataParallel: the ranks chose different communication hooks: rank 0 uses ",
+                  comm_hook_name(static_cast<CommHook>(counts->values[0])), ", rank(s) ",
+                  rank_list(counts->ranks), " a different one (this rank uses ", comm_hook_name(hook),
+                  "); every rank must pass the same DistributedDataParallelOptions::comm_hook");
   }
   if (counts && counts->item == 1) {
     const int other = counts->ranks.front();
-    throw Error(detail::concat("DistributedDataParallel: the ranks built different buckets: ",
-                               counts->values[other], " bucket(s) on rank ", other, " but ", counts->values[0],
-                               " on rank 0", kSameCaps));
+    LOCKSTEP_FAIL("DistributedDataParallel: the ranks built different buckets: ",
+                  counts->values[other], " bucket(s) on rank ", other, " but ", counts->values[0],
+                  " on rank 0", kSameCaps);
   }
   if (differ) {
     const size_t bucket = (differ->item - params.size()) / kPerBucket;
@@ -219,11 +219,11 @@ void DistributedDataParallel::check_same_iteration(const JoinRound& round) const
   std::vector<int> averaging, local;
   for (int r : round.active_ranks()) (round.announced[r] == kAveragingBackward ? averaging : local).push_back(r);
   if (averaging.empty() || local.empty()) return;
-  throw Error(detail::concat(
+  LOCKSTEP_FAIL(
       "DistributedDataParallel inside a Join: in this iteration rank(s) ", rank_list(averaging),
       " ran a forward whose backward averages gradients, but rank(s) ", rank_list(local),
       " one whose backward stays local (inside no_sync() or under NoGradGuard); every rank must run the same kind "
-      "of forward at the same step, or neither the averaging nor the shadowing of the ranks that ran out can match"));
+      "of forward at the same step, or neither the averaging nor the shadowing of the ranks that ran out can match");
 }
 
 //! [join shadow]

@@ -100,10 +100,10 @@ JoinRound Join::notify(int64_t announce) {
   if (options_.throw_on_early_termination() && !joined.empty()) {
     detach();
     const int rank = joinable_->join_process_group().rank();
-    throw Error(detail::concat("Join: rank(s) ", rank_list(joined), " ran out of inputs while this rank (", rank,
-                               ") still had some, after ", forwards_ - 1,
-                               " forward(s) here, and throw_on_early_termination is on: every rank stops. ",
-                               kUnevenAdvice));
+    LOCKSTEP_FAIL("Join: rank(s) ", rank_list(joined), " ran out of inputs while this rank (", rank,
+                  ") still had some, after ", forwards_ - 1,
+                  " forward(s) here, and throw_on_early_termination is on: every rank stops. ",
+                  kUnevenAdvice);
   }
   return round;
 }
@@ -127,10 +127,10 @@ void Join::finish() {
     const JoinRound round = exchange(0);
     if (round.num_active() == 0) break;
     if (options_.throw_on_early_termination()) {
-      throw Error(detail::concat("Join: this rank (", rank, ") ran out of inputs after ", forwards_,
-                                 " forward(s) while rank(s) ", rank_list(round.active_ranks()),
-                                 " still had some, and throw_on_early_termination is on: every rank stops. ",
-                                 kUnevenAdvice));
+      LOCKSTEP_FAIL("Join: this rank (", rank, ") ran out of inputs after ", forwards_,
+                    " forward(s) while rank(s) ", rank_list(round.active_ranks()),
+                    " still had some, and throw_on_early_termination is on: every rank stops. ",
+                    kUnevenAdvice);
     }
     joinable_->join_shadow(round);
     ++shadowed_;

@@ -18,7 +18,7 @@ inline void check_mpi(int status, const char* call, const char* file, int line) 
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(status, text, &length);
-  throw Error(lockstep::detail::concat(file, ":", line, ": MPI error (", std::string(text, length), ") in ", call));
+  LOCKSTEP_FAIL(file, ":", line, ": MPI error (", std::string(text, length), ") in ", call);
 }
 
 }  // namespace lockstep::mpi::detail

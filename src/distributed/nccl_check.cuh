@@ -17,9 +17,9 @@ inline void check_nccl(ncclResult_t status, const char* call, const char* file, 
   // The communicator argument of ncclGetLastError is unused by NCCL, so none is needed here.
   const char* last = ncclGetLastError(nullptr);
   const bool has_detail = last != nullptr && last[0] != '\0';
-  throw Error(lockstep::detail::concat(cuda::detail::source_path(file), ":", line, ": NCCL error (",
-                                       ncclGetErrorString(status), has_detail ? ": " : "", has_detail ? last : "",
-                                       ") in ", call));
+  LOCKSTEP_FAIL(cuda::detail::source_path(file), ":", line, ": NCCL error (",
+                ncclGetErrorString(status), has_detail ? ": " : "", has_detail ? last : "",
+                ") in ", call);
 }
 
 }  // namespace lockstep::nccl::detail

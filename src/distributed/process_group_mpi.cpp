@@ -40,9 +40,9 @@ MPI_Datatype mpi_datatype(DType dtype) {
     case DType::f16:
     case DType::bf16: return MPI_UINT16_T;
     default:
-      throw Error(detail::concat("the MPI backend cannot send ", dtype_name(dtype),
-                                 " tensors (it handles f32, f64, f16, bf16, i64, i32 and u8; convert bool with ",
-                                 ".to(DType::u8))"));
+      LOCKSTEP_FAIL("the MPI backend cannot send ", dtype_name(dtype),
+                    " tensors (it handles f32, f64, f16, bf16, i64, i32 and u8; convert bool with ",
+                    ".to(DType::u8))");
   }
 }
 

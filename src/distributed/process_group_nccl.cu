@@ -40,9 +40,9 @@ ncclDataType_t nccl_datatype(DType dtype) {
     case DType::i32: return ncclInt32;
     case DType::u8: return ncclUint8;
     default:
-      throw Error(detail::concat("the NCCL backend cannot send ", dtype_name(dtype),
-                                 " tensors (it handles f32, f64, f16, bf16, i64, i32 and u8; convert bool with ",
-                                 ".to(DType::u8))"));
+      LOCKSTEP_FAIL("the NCCL backend cannot send ", dtype_name(dtype),
+                    " tensors (it handles f32, f64, f16, bf16, i64, i32 and u8; convert bool with ",
+                    ".to(DType::u8))");
   }
 }
 

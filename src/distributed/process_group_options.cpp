@@ -49,7 +49,7 @@ DistributedDebug ProcessGroupOptions::resolved_debug(const std::function<const c
   const std::string level = upper(text);
   if (level == "OFF") return DistributedDebug::off;
   if (level == "DETAIL") return DistributedDebug::detail;
-  throw Error(detail::concat("$LOCKSTEP_DISTRIBUTED_DEBUG: expected OFF or DETAIL, got \"", text, "\""));
+  LOCKSTEP_FAIL("$LOCKSTEP_DISTRIBUTED_DEBUG: expected OFF or DETAIL, got \"", text, "\"");
 }
 
 double ProcessGroupOptions::resolved_timeout() const {

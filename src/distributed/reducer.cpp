@@ -219,10 +219,10 @@ void Reducer::finalize_backward() {
   if (!unused.empty() && !find_unused_) {
     std::string names;
     for (size_t i : unused) names += (names.empty() ? "" : ", ") + params_[i].first;
-    throw Error(detail::concat(
+    LOCKSTEP_FAIL(
         "DistributedDataParallel: ", unused.size(), " parameter(s) received no gradient in this backward pass: ", names,
         ". Every rank must average every parameter's gradient, so the all-reduce of their bucket could never start. "
-        "If the model really skips them, pass find_unused_parameters(true); otherwise make the loss depend on them"));
+        "If the model really skips them, pass find_unused_parameters(true); otherwise make the loss depend on them");
   }
   // 2. With find_unused_parameters: which parameters did any rank use? A parameter this rank
   //    did not use contributes the gradient it already holds (accumulated inside no_sync(),

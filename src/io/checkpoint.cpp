@@ -214,8 +214,8 @@ Json metadata_json(const CheckpointFile& file, const std::string& key) {
   try {
     return Json::parse(found->second);
   } catch (const Json::parse_error& e) {
-    throw Error(detail::concat(file.context, "the checkpoint's metadata \"", key, "\" is not valid JSON (", e.what(),
-                               "); the file is damaged"));
+    LOCKSTEP_FAIL(file.context, "the checkpoint's metadata \"", key, "\" is not valid JSON (", e.what(),
+                  "); the file is damaged");
   }
 }
 
@@ -271,7 +271,7 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
   try {
     file.tensors = load_safetensors(path, &file.metadata);
   } catch (const Error& e) {
-    throw Error(detail::concat("load_checkpoint: ", e.what()));
+    LOCKSTEP_FAIL("load_checkpoint: ", e.what());
   }
   const auto format = file.metadata.find("format");
   LOCKSTEP_CHECK(format != file.metadata.end() && format->second == kCheckpointFormat, file.context,
@@ -489,7 +489,7 @@ Generator parse_generator(const CheckpointFile& file, const Json& text, const st
   try {
     generator.set_state(text.get<std::string>());
   } catch (const Error& e) {
-    throw Error(detail::concat(file.context, "the state of generator ", what, " is damaged: ", e.what()));
+    LOCKSTEP_FAIL(file.context, "the state of generator ", what, " is damaged: ", e.what());
   }
   return generator;
 }
@@ -604,7 +604,7 @@ void apply(const CheckpointFile& file, const ParsedCheckpoint& checkpoint, const
     if (const auto& optimizer = checkpoint.optimizer.value) state.optimizer->load_state_dict(*optimizer);
   } catch (const Error& e) {
     for (auto undo = put_back.rbegin(); undo != put_back.rend(); ++undo) (*undo)();
-    throw Error(detail::concat(file.context, e.what()));
+    LOCKSTEP_FAIL(file.context, e.what());
   }
   state.model->load_state_dict(checkpoint.model, /*strict=*/true);
   if (const auto& restored = checkpoint.generators.value.default_generator) {

@@ -44,7 +44,7 @@ const std::pair<DType, const char*> kDTypeNames[] = {
 const char* safetensors_dtype_name(DType dtype) {
   for (const auto& [d, name] : kDTypeNames)
     if (d == dtype) return name;
-  throw Error(detail::concat("save_safetensors: no safetensors name for dtype ", dtype_name(dtype)));
+  LOCKSTEP_FAIL("save_safetensors: no safetensors name for dtype ", dtype_name(dtype));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -241,12 +241,12 @@ Json parse_header(const std::string& path, const std::string& text) {
   try {
     return Json::parse(text, check_structure);
   } catch (const Json::parse_error& e) {
-    throw Error(detail::concat("load_safetensors: '", path, "': the header is not valid JSON: ", e.what()));
+    LOCKSTEP_FAIL("load_safetensors: '", path, "': the header is not valid JSON: ", e.what());
   } catch (const Json::exception& e) {
     // The parser's other refusals, such as a number beyond the range of a double (1e999),
     // which JSON's grammar allows but no double can hold.
-    throw Error(detail::concat("load_safetensors: '", path, "': the header holds JSON that cannot be read: ",
-                               e.what()));
+    LOCKSTEP_FAIL("load_safetensors: '", path, "': the header holds JSON that cannot be read: ",
+                  e.what());
   }
 }
 
@@ -337,8 +337,8 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   try {
     text = header.dump();
   } catch (const Json::type_error& e) {
-    throw Error(detail::concat("save_safetensors: a tensor name or metadata string is not valid UTF-8 (", e.what(),
-                               ")"));
+    LOCKSTEP_FAIL("save_safetensors: a tensor name or metadata string is not valid UTF-8 (", e.what(),
+                  ")");
   }
   // Pad with spaces (valid JSON whitespace) so that the data starts at a multiple of 8 bytes.
   text.append((8 - text.size() % 8) % 8, ' ');
