@@ -1,7 +1,7 @@
 /// \file
-/// Dropout's mask on the CPU. Its CUDA twin (tensor/ops/cuda/dropout_kernels.h) has the same
-/// signature but draws its bits with a counter-based generator, so the two devices give
-/// different masks for one seed, each reproducible on its own.
+/// Dropout's mask on the CPU, drawn with the counter-based generator Philox
+/// (tensor/ops/rules/philox.h). Its CUDA twin (tensor/ops/cuda/dropout_kernels.h) has the same
+/// signature and calls the same rule, so the two devices draw the same mask for one seed.
 #pragma once
 
 #include "core/generator.h"
@@ -9,11 +9,13 @@
 
 namespace lockstep::cpu {
 
-/// Writes dropout's mask into `mask` (floating, any layout, f16 and bf16 included): element i
-/// is `scale` (rounded to the mask's dtype) where kept and 0 where dropped. Element i is kept
-/// when the i-th uniform float64 drawn from `generator` (the default generator if null), in
-/// row-major order, is below 1 - p: probability 1 - p. The draws do not depend on the mask's
-/// dtype, so one seed drops the same elements in f32 and in bf16.
+/// Writes dropout's mask into `mask` (contiguous, on the CPU, f32, f64, f16 or bf16): element i
+/// is `scale` (rounded to the mask's dtype) where kept and 0 where dropped. One 64-bit draw from
+/// `generator` (the default generator if null) is the Philox key (dropout_key), and element i is
+/// kept when word i % 4 of philox4x32_10(philox_counter(0, i / 4), key) is below
+/// dropout_threshold(p) = round((1 - p) * 2^32): probability 1 - p. The mask depends on (key, i)
+/// alone: not on the number of threads, and not on the dtype, so one seed drops the same elements
+/// in f32 and in bf16, and on the CPU and a GPU. `p` must lie in [0, 1].
 void dropout_mask_kernel(const Tensor& mask, double p, double scale, Generator* generator);
 
 }  // namespace lockstep::cpu

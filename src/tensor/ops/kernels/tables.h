@@ -57,7 +57,7 @@ inline constexpr DeviceKernels<decltype(cpu::relu_kernel)> relu{cpu::relu_kernel
 /// relu's gradient, from that mask.
 inline constexpr DeviceKernels<decltype(cpu::relu_backward_kernel)> relu_backward{cpu::relu_backward_kernel,
                                                                                  cuda::relu_backward_kernel};
-/// Dropout's mask (the two devices draw different masks; see the kernels' headers).
+/// Dropout's mask (the same Philox mask on both devices, tensor/ops/rules/philox.h).
 inline constexpr DeviceKernels<decltype(cpu::dropout_mask_kernel)> dropout_mask{cpu::dropout_mask_kernel,
                                                                                cuda::dropout_mask_kernel};
 
