@@ -1,14 +1,15 @@
-// dropout on a GPU, where the mask comes from the Philox counter-based generator instead of
-// the CPU's sequential one, so the two devices draw different masks and there is no CPU result
-// to compare with elementwise. Instead the tests check what defines dropout: the fraction kept
-// is close to 1 - p, survivors are input / (1 - p), the same seed gives the same mask, the
-// backward pass uses that mask, p = 0, p = 1 and eval mode; f32 and f64, odd and tiny sizes,
-// non-contiguous inputs.
+// dropout on a GPU. Both devices draw the mask with the counter-based generator Philox
+// (tensor/ops/rules/philox.h), so the GPU's mask is compared with the CPU's bit for bit (every
+// floating dtype, odd, tiny and empty sizes, and the op's output); the tests also check what
+// defines dropout: the fraction kept is close to 1 - p, survivors are input / (1 - p), the same
+// seed gives the same mask, the backward pass uses that mask, p = 0, p = 1 and eval mode; f32
+// and f64, odd and tiny sizes, non-contiguous inputs.
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "tensor/ops/dispatch/dropout_kernels.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -42,6 +43,34 @@ int64_t count_survivors(const Tensor& x, const Tensor& out, double p, const std:
 }
 
 }  // namespace
+
+TEST(DropoutGpu, TheMaskIsTheCpusForTheSameSeed) {
+  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    for (double p : {0.1, 0.5, 0.9}) {
+      // Odd sizes leave the last group of four partial; 1000003 spreads over many blocks.
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{1000003}}) {
+        const double scale = 1.0 / (1.0 - p);
+        const Tensor cpu_mask = empty({n}, TensorOptions().dtype(dtype));
+        const Tensor gpu_mask = empty({n}, TensorOptions().dtype(dtype).device(gpu()));
+        Generator cpu_generator(31), gpu_generator(31);
+        kernels::dropout_mask.call(Device::cpu(), cpu_mask, p, scale, &cpu_generator);
+        kernels::dropout_mask.call(gpu(), gpu_mask, p, scale, &gpu_generator);
+        const std::string what = std::string("mask ") + dtype_name(dtype) + " p=" + std::to_string(p) +
+                                 " n=" + std::to_string(n);
+        EXPECT_EQ(gpu_mask.to(Device::cpu()).to_vector<double>(), cpu_mask.to_vector<double>()) << what;
+        // Each device took one draw from its generator, so the two move on together.
+        EXPECT_EQ(gpu_generator.next(), cpu_generator.next()) << what;
+      }
+    }
+  }
+  // Through the op: the same seed drops the same elements of the same input on both devices,
+  // and a survivor is one multiplication by the same scale on each.
+  const Tensor x = nonzero_input({257, 3}, 8, DType::f32);
+  manual_seed(12);
+  const std::vector<float> on_cpu = dropout(x, 0.3, true).to_vector<float>();
+  manual_seed(12);
+  EXPECT_EQ(dropout(x.to(gpu()), 0.3, true).to(Device::cpu()).to_vector<float>(), on_cpu) << "dropout()";
+}
 
 TEST(DropoutGpu, KeepsAbout1MinusPAndScalesTheSurvivors) {
   for (DType dtype : {DType::f32, DType::f64}) {

@@ -18,9 +18,9 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* generato
   // Survivors are scaled by 1 / (1 - p); with p = 1 nothing survives and the scale is moot
   // (0, not infinity, which would turn the zeros into NaN).
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
-  // mask: input's shape and dtype, values 0 or scale. The CPU keeps an element where its
-  // uniform draw is below 1 - p; a GPU draws the mask itself with a counter-based generator
-  // (Philox), so that no thread waits for another. Either way the generator's seed fixes it.
+  // mask: input's shape and dtype, values 0 or scale. Both devices draw it with the same
+  // counter-based generator (Philox, tensor/ops/rules/philox.h), keyed by one draw from the
+  // generator, so the seed fixes it and the CPU and a GPU drop the same elements.
   const Tensor mask = empty(input.shape(), input.options());
   kernels::dropout_mask.call(input.device(), mask, p, scale, generator);
 

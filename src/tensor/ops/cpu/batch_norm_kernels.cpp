@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "tensor/ops/rules/batch_norm_merge_rule.h"
 #include "tensor/strided_loop.h"
 
 namespace lockstep::cpu {
@@ -229,28 +230,13 @@ std::pair<Tensor, Tensor> batch_norm_gather_stats_kernel(const Tensor& gathered,
                                                          DType stat_dtype) {
   const int64_t R = gathered.size(0), C = (gathered.size(1) - 1) / 2;
   const std::vector<double> rows = gathered.contiguous().to_vector<double>();  // rows: (R, 2C + 1)
-  const int64_t width = 2 * C + 1;
   std::vector<double> mean(static_cast<size_t>(C)), invstd(static_cast<size_t>(C));
   std::vector<double> unbiased_var(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
-    // Chan et al.: merging (n_a, mean_a, M2_a) with (n_b, mean_b, M2_b), M2 = n * var,
-    //   delta = mean_b - mean_a,  n = n_a + n_b,
-    //   mean = mean_a + delta * n_b / n,  M2 = M2_a + M2_b + delta^2 * n_a * n_b / n.
-    // Unlike summing x and x^2 over the ranks, no large squares are subtracted.
-    double n = 0.0, mu = 0.0, m2 = 0.0;
-    for (int64_t r = 0; r < R; ++r) {
-      const double nb = rows[r * width + 2 * C];
-      if (nb <= 0.0) continue;  // an empty batch adds nothing
-      const double mb = rows[r * width + c], m2b = rows[r * width + C + c] * nb;
-      const double total = n + nb, delta = mb - mu;
-      mu += delta * (nb / total);
-      m2 += m2b + delta * delta * (n * nb / total);
-      n = total;
-    }
-    const double var = n > 0.0 ? m2 / n : 0.0;  // biased: what normalisation uses
-    mean[c] = mu;
-    invstd[c] = 1.0 / std::sqrt(var + eps);
-    unbiased_var[c] = n > 1.0 ? m2 / (n - 1.0) : 0.0;
+    const MergedChannelStats merged = merge_channel_stats(rows.data(), R, C, c);  // Chan et al.
+    mean[c] = merged.mean;
+    invstd[c] = 1.0 / std::sqrt(merged.var + eps);
+    unbiased_var[c] = merged.unbiased_var;
   }
 
   if (running_mean.defined()) {

@@ -22,6 +22,7 @@
 
 #include "tensor/ops/cuda/launch.cuh"
 #include "core/dispatch.h"
+#include "tensor/ops/rules/batch_norm_merge_rule.h"
 
 namespace lockstep::cuda {
 
@@ -213,36 +214,25 @@ __global__ void channel_local_stats(const T* x, ChannelLayout l, double* packed)
   }
 }
 
-// Thread c: merges the R ranks' rows of `rows` (R, 2C + 1) for channel c, in rank order, as
-// cpu::batch_norm_gather_stats_kernel does (Chan et al.'s update of mean and M2 in double, rows
-// of count 0 skipped), writes mean[c] and invstd[c], and moves the running statistics, when
-// given (non-null, possibly strided), towards the global mean and unbiased variance.
+// Thread c: merges the R ranks' rows of `rows` (R, 2C + 1) for channel c with the rule that
+// cpu::batch_norm_gather_stats_kernel calls too (merge_channel_stats: Chan et al.'s update of
+// mean and M2 in double, in rank order, rows of count 0 skipped), writes mean[c] and invstd[c],
+// and moves the running statistics, when given (non-null, possibly strided), towards the global
+// mean and unbiased variance.
 template <class P>
 __global__ void merge_rank_stats(const double* rows, int64_t R, int64_t C, double eps, double momentum,
                                  P* running_mean, int64_t mean_stride, P* running_var, int64_t var_stride,
                                  P* mean, P* invstd) {
-  const int64_t width = 2 * C + 1;
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < C;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double n = 0.0, mu = 0.0, m2 = 0.0;
-    for (int64_t r = 0; r < R; ++r) {
-      const double nb = rows[r * width + 2 * C];
-      if (nb <= 0.0) continue;  // an empty batch adds nothing
-      const double mb = rows[r * width + c], m2b = rows[r * width + C + c] * nb;
-      const double total = n + nb, delta = mb - mu;
-      mu += delta * (nb / total);
-      m2 += m2b + delta * delta * (n * nb / total);
-      n = total;
-    }
-    const double var = n > 0.0 ? m2 / n : 0.0;  // biased
-    mean[c] = static_cast<P>(mu);
-    invstd[c] = static_cast<P>(1.0 / sqrt(var + eps));
+    const MergedChannelStats merged = merge_channel_stats(rows, R, C, c);
+    mean[c] = static_cast<P>(merged.mean);
+    invstd[c] = static_cast<P>(1.0 / sqrt(merged.var + eps));
     if (running_mean != nullptr) {
-      const double unbiased = n > 1.0 ? m2 / (n - 1.0) : 0.0;
       P& rm = running_mean[c * mean_stride];
       P& rv = running_var[c * var_stride];
-      rm = static_cast<P>((1.0 - momentum) * static_cast<double>(rm) + momentum * mu);
-      rv = static_cast<P>((1.0 - momentum) * static_cast<double>(rv) + momentum * unbiased);
+      rm = static_cast<P>((1.0 - momentum) * static_cast<double>(rm) + momentum * merged.mean);
+      rv = static_cast<P>((1.0 - momentum) * static_cast<double>(rv) + momentum * merged.unbiased_var);
     }
   }
 }
