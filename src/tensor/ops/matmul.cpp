@@ -7,6 +7,7 @@
 
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
+#include "tensor/copy.h"
 #include "core/error.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/dispatch/matmul_kernels.h"
@@ -23,6 +24,30 @@ Shape with_matrix(Shape shape, int64_t rows, int64_t cols) {
   return shape;
 }
 
+// out[i] = a[i] b[i] + beta * out[i] for every matrix i of out (batch..., M, N), contiguous, by
+// the batched GEMM of out's device. a is walked with `a_strides` as if it had shape
+// (batch..., M, K), b with `b_strides` as (batch..., K, N). 16-bit products are summed in an f32
+// copy of out, rounded to out's dtype once at the end.
+void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b, const Shape& b_strides,
+                  int64_t K, const Tensor& out, double beta) {
+  const int64_t dims = out.dim();
+  BatchedGemm g;
+  g.batch.assign(out.shape().begin(), out.shape().end() - 2);
+  g.a_batch_strides.assign(a_strides.begin(), a_strides.end() - 2);
+  g.b_batch_strides.assign(b_strides.begin(), b_strides.end() - 2);
+  g.M = out.size(-2);
+  g.N = out.size(-1);
+  g.K = K;
+  g.a_row_stride = a_strides[dims - 2];
+  g.a_col_stride = a_strides[dims - 1];
+  g.b_row_stride = b_strides[dims - 2];
+  g.b_col_stride = b_strides[dims - 1];
+  const bool wide = out.dtype() == DType::f32 || out.dtype() == DType::f64;
+  const Tensor sums = wide ? out : beta != 0.0 ? out.to(DType::f32) : empty(out.shape(), out.options().dtype(DType::f32));
+  kernels::batched_gemm.call(out.device(), op, a, b, sums, g, beta);
+  if (!wide) copy_strided(sums, out);
+}
+
 // (..., M, K) x (..., K, N) for operands of at least 2 dimensions whose batches broadcast.
 Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
@@ -31,9 +56,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {M, N});
   Tensor out = empty(out_shape, a.options());
-  const Shape a_strides = broadcast_strides(a, with_matrix(out_shape, M, K), "matmul");
-  const Shape b_strides = broadcast_strides(b, with_matrix(out_shape, K, N), "matmul");
-  kernels::batched_gemm.call(out.device(), "matmul", a, a_strides, b, b_strides, K, out, 0.0);
+  batched_gemm("matmul", a, broadcast_strides(a, with_matrix(out_shape, M, K), "matmul"), b,
+               broadcast_strides(b, with_matrix(out_shape, K, N), "matmul"), K, out, 0.0);
 
   // dA = dC B^T and dB = A^T dC, on transposed views; an operand that was broadcast over the
   // batch receives the sum of its gradients.
@@ -107,9 +131,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   // (beta = 1), so the bias costs no extra pass. W^T is W's data with its two strides swapped.
   Tensor y = empty({rows, out_features}, x.options());
   if (bias.defined()) y.copy_(bias);
-  const Shape weight_t_strides{weight.stride(1), weight.stride(0)};
-  kernels::batched_gemm.call(y.device(), "linear", x2, x2.strides(), weight, weight_t_strides, in_features, y,
-                             bias.defined() ? 1.0 : 0.0);
+  batched_gemm("linear", x2, x2.strides(), weight, {weight.stride(1), weight.stride(0)}, in_features, y,
+               bias.defined() ? 1.0 : 0.0);
 
   // g: (rows, out). dx = g W: (rows, out) x (out, in); dW = g^T x: (out, rows) x (rows, in),
   // already in W's own layout; dbias = g summed over the rows.

@@ -7,39 +7,27 @@
 #include "core/dispatch.h"
 #include "tensor/ops/cpu/gemm.h"
 #include "tensor/ops/cpu/gemm_16bit.h"
-#include "tensor/ops/dispatch/copy_kernels.h"
-#include "tensor/ops/rules/matrix_batch.h"
 
 namespace lockstep::cpu {
 
-void batched_gemm_kernel(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b,
-                         const Shape& b_strides, int64_t K, const Tensor& out, double beta) {
-  const int64_t dims = out.dim();
-  const int64_t M = out.size(-2), N = out.size(-1);
-  const Shape batch(out.shape().begin(), out.shape().end() - 2);
-  const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
-  const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
-  dispatch_floating_and_16bit(out.dtype(), op, [&](auto tag) {
+void batched_gemm_kernel(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const BatchedGemm& g,
+                         double beta) {
+  dispatch_floating_and_16bit(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Acc = opmath_t<T>;
-    constexpr bool wide = std::is_same_v<T, Acc>;
-    // acc: out itself, or for 16-bit types an f32 copy (only read when beta is not 0).
-    const Tensor acc = wide ? out : empty(out.shape(), out.options().dtype(DType::f32));
-    if (!wide && beta != 0.0) copy_kernel(out, acc);
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    Acc* pc = acc.data_ptr<Acc>();
-    const int64_t matrices = shape_numel(batch);
-    for (int64_t i = 0; i < matrices; ++i) {
-      const auto [oa, ob] = matrix_offsets(i, batch, a_strides, b_strides);
-      if constexpr (wide) {
-        gemm<T>(M, N, K, T(1), pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<T>(beta), pc + i * M * N, N);
+    using Acc = opmath_t<T>;  // c's element type: f32 for 16-bit operands
+    for (int64_t i = 0; i < g.matrices(); ++i) {
+      const auto [oa, ob] = g.offsets(i);
+      const T* ai = a.data_ptr<T>() + oa;
+      const T* bi = b.data_ptr<T>() + ob;
+      Acc* ci = c.data_ptr<Acc>() + i * g.M * g.N;
+      if constexpr (std::is_same_v<T, Acc>) {
+        gemm<T>(g.M, g.N, g.K, T(1), ai, g.a_row_stride, g.a_col_stride, bi, g.b_row_stride, g.b_col_stride,
+                static_cast<T>(beta), ci, g.N);
       } else {
-        gemm_16bit<T>(M, N, K, 1.0f, pa + oa, a_row, a_col, pb + ob, b_row, b_col, static_cast<float>(beta),
-                      pc + i * M * N, N);
+        gemm_16bit<T>(g.M, g.N, g.K, 1.0f, ai, g.a_row_stride, g.a_col_stride, bi, g.b_row_stride, g.b_col_stride,
+                      static_cast<float>(beta), ci, g.N);
       }
     }
-    if (!wide) copy_kernel(acc, out);
   });
 }
 

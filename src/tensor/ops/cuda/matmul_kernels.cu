@@ -4,48 +4,34 @@
 // do not cost a launch each; a lone matrix (no batch dimensions) is one cuda::gemm.
 #include "tensor/ops/dispatch/matmul_kernels.h"
 
-#include <algorithm>
-#include <type_traits>
-
 #include "core/dispatch.h"
 #include "tensor/ops/cuda/gemm.h"
-#include "tensor/ops/dispatch/copy_kernels.h"
-#include "tensor/ops/rules/matrix_batch.h"
 
 namespace lockstep::cuda {
 
-void batched_gemm_kernel(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b,
-                         const Shape& b_strides, int64_t K, const Tensor& out, double beta) {
-  const int64_t dims = out.dim();
-  const int64_t M = out.size(-2), N = out.size(-1);
-  const int64_t a_row = a_strides[dims - 2], a_col = a_strides[dims - 1];
-  const int64_t b_row = b_strides[dims - 2], b_col = b_strides[dims - 1];
-  // batch = outer x last: one gemm_batched call per index of the outer batch dimensions.
-  const Shape outer(out.shape().begin(), out.shape().end() - std::min<int64_t>(dims, 3));
-  const int64_t last = dims > 2 ? out.size(-3) : 1;
-  const int64_t a_step = dims > 2 ? a_strides[dims - 3] : 0, b_step = dims > 2 ? b_strides[dims - 3] : 0;
-  dispatch_floating_and_16bit(out.dtype(), op, [&](auto tag) {
+void batched_gemm_kernel(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const BatchedGemm& g,
+                         double beta) {
+  // The batch as (groups, last): one gemm_batched call per group, over the last batch dimension.
+  const int64_t last = g.batch.empty() ? 1 : g.batch.back();
+  const int64_t groups = last == 0 ? 0 : g.matrices() / last;
+  const int64_t a_step = g.batch.empty() ? 0 : g.a_batch_strides.back();
+  const int64_t b_step = g.batch.empty() ? 0 : g.b_batch_strides.back();
+  dispatch_floating_and_16bit(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Acc = opmath_t<T>;
-    constexpr bool wide = std::is_same_v<T, Acc>;
-    // acc: out itself, or for 16-bit types an f32 copy (only read when beta is not 0).
-    const Tensor acc = wide ? out : empty(out.shape(), out.options().dtype(DType::f32));
-    if (!wide && beta != 0.0) copy_kernel(out, acc);
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    Acc* pc = acc.data_ptr<Acc>();
-    const Acc alpha(1), scale_c = static_cast<Acc>(beta);
-    if (dims == 2) {
-      gemm(M, N, K, alpha, pa, a_row, a_col, pb, b_row, b_col, scale_c, pc, N);
-    } else {
-      const int64_t groups = shape_numel(outer);
-      for (int64_t g = 0; g < groups; ++g) {
-        const auto [oa, ob] = matrix_offsets(g, outer, a_strides, b_strides);
-        gemm_batched(last, M, N, K, alpha, pa + oa, a_step, a_row, a_col, pb + ob, b_step, b_row, b_col, scale_c,
-                     pc + g * last * M * N, M * N, N);
-      }
+    using Acc = opmath_t<T>;  // c's element type: f32 for 16-bit operands (cuBLAS's GemmEx)
+    const Acc one(1), scale_c = static_cast<Acc>(beta);
+    if (g.batch.empty()) {
+      gemm(g.M, g.N, g.K, one, a.data_ptr<T>(), g.a_row_stride, g.a_col_stride, b.data_ptr<T>(), g.b_row_stride,
+           g.b_col_stride, scale_c, c.data_ptr<Acc>(), g.N);
+      return;
     }
-    if (!wide) copy_kernel(acc, out);
+    for (int64_t group = 0; group < groups; ++group) {
+      // Matrix (group, 0) of the batch starts the call; the others follow at a_step, b_step.
+      const auto [oa, ob] = g.offsets(group * last);
+      gemm_batched(last, g.M, g.N, g.K, one, a.data_ptr<T>() + oa, a_step, g.a_row_stride, g.a_col_stride,
+                   b.data_ptr<T>() + ob, b_step, g.b_row_stride, g.b_col_stride, scale_c,
+                   c.data_ptr<Acc>() + group * last * g.M * g.N, g.M * g.N, g.N);
+    }
   });
 }
 

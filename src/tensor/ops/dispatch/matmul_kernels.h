@@ -11,31 +11,29 @@
 /// pairs them for the dispatch point (device_kernels.h).
 #pragma once
 
-#include <cstdint>
-
 #include "core/cuda/api.h"
 #include "tensor/ops/dispatch/device_kernels.h"
+#include "tensor/ops/rules/matrix_batch.h"
 #include "tensor/tensor.h"
 
 namespace lockstep {
 
 namespace cpu {
 
-/// out[i] = a[i] b[i] + beta * out[i] for every matrix i of out (batch..., M, N), contiguous.
-/// a is walked with `a_strides` as if it had shape (batch..., M, K), b with `b_strides` as
-/// (batch..., K, N): a stride of 0 repeats one matrix over a broadcast batch dimension. a, b
-/// and out share one floating dtype; f16 and bf16 products are summed in f32 (in an f32 copy
-/// of out) and rounded to out's dtype once at the end. `op` names the caller in errors.
-void batched_gemm_kernel(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b,
-                         const Shape& b_strides, int64_t K, const Tensor& out, double beta);
+/// c[i] = a[i] b[i] + beta * c[i] for every matrix i of the batch `g` describes (see
+/// BatchedGemm). a and b share one floating dtype; c is contiguous, of that dtype for f32 and
+/// f64, and f32 for f16 and bf16 operands, whose products are summed in f32 (the caller rounds
+/// c into a 16-bit result once). `op` names the caller in errors.
+void batched_gemm_kernel(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, const BatchedGemm& g,
+                         double beta);
 
 }  // namespace cpu
 
 namespace cuda {
 
 /// cpu::batched_gemm_kernel on the current CUDA device.
-LOCKSTEP_CUDA_FN(void batched_gemm_kernel(const char* op, const Tensor& a, const Shape& a_strides, const Tensor& b,
-                                          const Shape& b_strides, int64_t K, const Tensor& out, double beta))
+LOCKSTEP_CUDA_FN(void batched_gemm_kernel(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
+                                          const BatchedGemm& g, double beta))
 
 }  // namespace cuda
 
