@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
+.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -31,6 +31,7 @@ help:
 	@echo "make chapterN   build chapter N and copy ./chapterN here (then run it: ./chapterN --help)"
 	@echo "make test       install missing packages, build everything, run all tests (ctest)"
 	@echo "make build      library, chapters, tests and benchmarks"
+	@echo "make cpu-only-check  build without CUDA in build-cpu-only/ and check it runs and refuses --device cuda"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
 	@echo "make figures    rerun the small training runs behind the book's figures and redraw their SVGs"
@@ -84,6 +85,15 @@ build: configure
 # their spinning threads wait for each other (about 7x slower overall on 2 cores).
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure
+
+# The build without CUDA (as on a machine without nvcc) still compiles and explains itself when
+# asked for a GPU (tests/build/cpu_only_build.cmake). A CUDA build never compiles the CPU-only
+# fallbacks, so this is the check that keeps them from rotting; it is a second whole build, so
+# .ci/run runs it as a step of its own rather than make test.
+CPU_ONLY_BUILD_DIR ?= build-cpu-only
+cpu-only-check: deps
+	@cmake -DSOURCE_DIR=$(CURDIR) -DBINARY_DIR=$(abspath $(CPU_ONLY_BUILD_DIR)) -DJOBS=$(JOBS) \
+	  -P tests/build/cpu_only_build.cmake
 
 docs: configure
 	@cmake --build $(BUILD_DIR) --target docs
