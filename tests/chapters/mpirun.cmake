@@ -127,7 +127,9 @@ set_tests_properties(chapter5_mpirun_amp_off_is_chapter4 PROPERTIES LABELS "chap
 # Chapter 6: SyncBatchNorm gives every rank the statistics of all ranks' images (the first
 # BatchNorm's running mean is printed by each rank), a checkpoint written by rank 0 is read back
 # bitwise by every rank, accumulation counts the all-reduces it saved, and a job killed
-# mid-run resumes to the weights of the uninterrupted one.
+# mid-run resumes to the weights of the uninterrupted one: 8 steps, a checkpoint every 4, rank 1
+# killed before step 6, so that the job resumes from a checkpoint in the middle of an epoch,
+# with steps of the killed run to repeat and steps the killed run never reached.
 foreach(ranks 2 3)
   lockstep_mpirun_test(chapter6_mpirun_${ranks}_ranks ${ranks}
                        "checkpoint of step 4 read back: its [0-9]+ model tensors are bitwise this rank's.*RESULT chapter=6 model=resnet norm=sync device=cpu world=${ranks} "
@@ -139,7 +141,7 @@ lockstep_mpirun_test(chapter6_accumulation_saves_all_reduces 2
                      $<TARGET_FILE:chapter6> --device cpu --max-steps 2 --accumulate 4 --batch-size 8)
 add_test(NAME chapter6_resume_after_kill
          COMMAND ${CMAKE_COMMAND} -DMPIRUN=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:chapter6>
-                 -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=16 -DEVERY=8 -DKILL_AT=12
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=8 -DEVERY=4 -DKILL_AT=6
                  -P ${RESUME_AFTER_KILL})
 set_tests_properties(chapter6_resume_after_kill PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
@@ -147,7 +149,7 @@ set_tests_properties(chapter6_resume_after_kill PROPERTIES LABELS "chapter;mpi" 
 # the uninterrupted one, bit for bit.
 add_test(NAME chapter6_resume_after_kill_with_warmup
          COMMAND ${CMAKE_COMMAND} -DMPIRUN=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:chapter6>
-                 -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=16 -DEVERY=8 -DKILL_AT=12 -DNAME=warmup-
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=8 -DEVERY=4 -DKILL_AT=6 -DNAME=warmup-
                  "-DEXTRA=--model cnn --warmup-epochs 0.02"
                  -P ${RESUME_AFTER_KILL})
 set_tests_properties(chapter6_resume_after_kill_with_warmup PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
