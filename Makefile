@@ -43,7 +43,7 @@ help:
 	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
-	@echo "make sanitize   unit, MPI, chapter and fuzz-replay tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make sanitize   unit, MPI and fuzz-replay tests and a subset of the chapter runs under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan       DataLoader, trace, DataParallel and MPI tests under ThreadSanitizer (build-tsan/; Clang)"
 	@echo "make fuzz       replay past crashes, then run each libFuzzer target for FUZZ_SECONDS (60) (build-fuzz/; Clang)"
 	@echo "make clean      remove build/ and the copied chapter programs"
