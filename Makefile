@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
+.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -31,6 +31,7 @@ help:
 	@echo "make chapterN   build chapter N and copy ./chapterN here (then run it: ./chapterN --help)"
 	@echo "make test       install missing packages, build everything, run all tests (ctest)"
 	@echo "make build      library, chapters, tests and benchmarks"
+	@echo "make cpu-only-check  build without CUDA in build-cpu-only/ and check it runs and refuses --device cuda"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
 	@echo "make figures    rerun the small training runs behind the book's figures and redraw their SVGs"
@@ -42,17 +43,23 @@ help:
 	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
-	@echo "make sanitize   unit, MPI, chapter and fuzz-replay tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make sanitize   unit, MPI and fuzz-replay tests and a subset of the chapter runs under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan       DataLoader, trace, DataParallel and MPI tests under ThreadSanitizer (build-tsan/; Clang)"
 	@echo "make fuzz       replay past crashes, then run each libFuzzer target for FUZZ_SECONDS (60) (build-fuzz/; Clang)"
 	@echo "make clean      remove build/ and the copied chapter programs"
 
+# Shell code that sets $$missing to those of the Debian packages $(1) that are not installed
+# (empty when all are).
+define find_missing
+missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done
+endef
+
 # Installs only what is missing of the packages $(1). As root it runs apt-get; otherwise it
 # prints the one command.
 define install_missing
-	@missing=""; for p in $(1); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
+	@$(call find_missing,$(1)); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 	  echo "Installing missing Debian packages:$$missing"; \
@@ -78,6 +85,15 @@ build: configure
 # their spinning threads wait for each other (about 7x slower overall on 2 cores).
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure
+
+# The build without CUDA (as on a machine without nvcc) still compiles and explains itself when
+# asked for a GPU (tests/build/cpu_only_build.cmake). A CUDA build never compiles the CPU-only
+# fallbacks, so this is the check that keeps them from rotting; it is a second whole build, so
+# .ci/run runs it as a step of its own rather than make test.
+CPU_ONLY_BUILD_DIR ?= build-cpu-only
+cpu-only-check: deps
+	@cmake -DSOURCE_DIR=$(CURDIR) -DBINARY_DIR=$(abspath $(CPU_ONLY_BUILD_DIR)) -DJOBS=$(JOBS) \
+	  -P tests/build/cpu_only_build.cmake
 
 docs: configure
 	@cmake --build $(BUILD_DIR) --target docs
@@ -118,8 +134,12 @@ exercise: deps
 # Chapter 2 beside PyTorch on the same workload (needs Debian's python3-torch; not part of CI).
 COMPARE_ARGS ?= --model cnn --epochs 2 --batch-size 64 --lr 0.05 --threads 2
 TORCH_PYTHON ?= /usr/bin/python3
+# The first line of a recipe that needs PyTorch: stops, naming the target and what to install,
+# when $(TORCH_PYTHON) cannot import torch.
+need_torch = @$(TORCH_PYTHON) -c "import torch" 2>/dev/null || \
+  { echo "$@ needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
 compare-torch: chapter2
-	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "compare-torch needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	$(need_torch)
 	@cmake --build $(BUILD_DIR) --target gradient_parity
 	@mkdir -p $(BUILD_DIR)/parity
 	$(BUILD_DIR)/tests/gradient_parity cnn $(BUILD_DIR)/parity
@@ -150,7 +170,7 @@ bench-ddp: build
 # Needs Debian's python3-torch (apt-get install python3-torch libopenblas0-pthread).
 ROUNDS ?= 3
 bench-amp: build
-	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "bench-amp needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	$(need_torch)
 	@TORCH_PYTHON=$(TORCH_PYTHON) tests/bench/amp_benchmarks.sh $(BUILD_DIR) $(ROUNDS)
 
 # Chapter 7's results table: the same model, data, per-device batch and epochs on one device,
@@ -183,65 +203,23 @@ results: configure mpirun-as-root
 # the table of the CPU kernels' work, with every run and the ratio of the medians.
 BENCH_STEPS ?= 300
 bench-torch: build
-	@$(TORCH_PYTHON) -c "import torch" 2>/dev/null || { echo "bench-torch needs PyTorch: apt-get install python3-torch libopenblas0-pthread"; exit 1; }
+	$(need_torch)
 	@TORCH_PYTHON=$(TORCH_PYTHON) tests/bench/torch_benchmarks.sh $(BUILD_DIR) $(ROUNDS) $(BENCH_STEPS)
 
 GPU_LOGS ?= $(BUILD_DIR)/gpu-logs
 gpu-check:
 	@tests/gpu/check_on_gpu.sh $(GPU_LOGS) $(GPU_STEPS)
 
-# The book's figures: small runs of the chapters on the CPU (--device cpu, whatever GPUs the
-# machine has: the figures' titles say CPU) write their per-step CSV (--metrics) and
-# timelines (--trace) into $(BUILD_DIR)/figures, and tools/figures/ draws each SVG into
-# chapters/chNN_*/figures/, where they are committed (tools/figures/README.md lists each command
-# and the machine). Needs Debian's python3-matplotlib, not needed by the build or the tests.
+# The book's figures: small runs of the chapters on the CPU, then tools/figures/ draws each SVG
+# into chapters/chNN_*/figures/, where they are committed (tools/figures/make_figures.sh runs
+# them; tools/figures/README.md lists each command and the machine). Needs Debian's
+# python3-matplotlib, not needed by the build or the tests.
 FIGURE_PACKAGES := python3-matplotlib
-FIGURE_RUNS := $(BUILD_DIR)/figures
-FIGURE_PYTHON := /usr/bin/python3 tools/figures
-# Chapter 6's kill-and-resume figure: 120 steps, a checkpoint every 40, rank 1 killed before
-# step 100 (the run's failure is the point: make goes on), resumed from step 80.
-CH6_RUN := --device cpu --threads 1 --max-steps 120 --save-every 40
 figures: configure mpirun-as-root
-	@missing=""; for p in $(FIGURE_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
+	@$(call find_missing,$(FIGURE_PACKAGES)); \
 	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices cnn_roofline
-	@mkdir -p $(FIGURE_RUNS) chapters/ch01_tensors/figures chapters/ch02_training/figures \
-	  chapters/ch03_data_parallel/figures chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures \
-	  chapters/ch06_syncbn_checkpoints/figures
-	$(FIGURE_PYTHON)/matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
-	$(BUILD_DIR)/chapter2 --device cpu --epochs 2 --metrics $(FIGURE_RUNS)/ch2.csv > $(FIGURE_RUNS)/ch2.log
-	$(FIGURE_PYTHON)/loss_curve.py $(FIGURE_RUNS)/ch2.csv $(FIGURE_RUNS)/ch2.log chapters/ch02_training/figures/loss_curve.svg
-	$(BUILD_DIR)/chapter2 --device cpu --max-steps 10 --trace $(FIGURE_RUNS)/ch2-trace.json > $(FIGURE_RUNS)/ch2-trace.log
-	$(FIGURE_PYTHON)/step_breakdown.py $(FIGURE_RUNS)/ch2-trace.json chapters/ch02_training/figures/step_breakdown.svg
-	$(BUILD_DIR)/tests/cnn_roofline --csv $(FIGURE_RUNS)/roofline.csv > $(FIGURE_RUNS)/roofline.log
-	$(FIGURE_PYTHON)/roofline.py $(FIGURE_RUNS)/roofline.csv chapters/ch02_training/figures/roofline.svg
-	$(BUILD_DIR)/chapter3 --device cpu --max-steps 4 --trace $(FIGURE_RUNS)/ch3-trace.json > $(FIGURE_RUNS)/ch3-trace.log
-	$(FIGURE_PYTHON)/phases_timeline.py $(FIGURE_RUNS)/ch3-trace.json chapters/ch03_data_parallel/figures/phases_timeline.svg
-	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
-	  --trace $(FIGURE_RUNS)/ch4-trace.json > $(FIGURE_RUNS)/ch4-trace.log
-	$(FIGURE_PYTHON)/ddp_step_timeline.py $(FIGURE_RUNS)/ch4-trace.json chapters/ch04_ddp/figures/ddp_step_timeline.svg
-	$(BUILD_DIR)/tools/figures/sampler_indices 10 2 3 > $(FIGURE_RUNS)/sampler.csv
-	$(FIGURE_PYTHON)/sampler_shards.py $(FIGURE_RUNS)/sampler.csv chapters/ch04_ddp/figures/sampler_shards.svg
-	mpirun -n 1 $(BUILD_DIR)/chapter4 --device cpu --epochs 1 --metrics $(FIGURE_RUNS)/ch4-1rank.csv > $(FIGURE_RUNS)/ch4-1rank.log
-	mpirun -n 2 $(BUILD_DIR)/chapter4 --device cpu --epochs 1 --metrics $(FIGURE_RUNS)/ch4-2ranks.csv > $(FIGURE_RUNS)/ch4-2ranks.log
-	$(FIGURE_PYTHON)/loss_1_vs_2_ranks.py $(FIGURE_RUNS)/ch4-1rank.csv $(FIGURE_RUNS)/ch4-2ranks.csv \
-	  chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg
-	$(BUILD_DIR)/chapter5 --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
-	  --metrics $(FIGURE_RUNS)/ch5-f16.csv > $(FIGURE_RUNS)/ch5-f16.log
-	$(FIGURE_PYTHON)/loss_scale.py $(FIGURE_RUNS)/ch5-f16.csv chapters/ch05_mixed_precision/figures/loss_scale.svg 300
-	rm -f $(FIGURE_RUNS)/ch6-whole.safetensors $(FIGURE_RUNS)/ch6-killed.safetensors
-	mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-whole.safetensors \
-	  --metrics $(FIGURE_RUNS)/ch6-whole.csv > $(FIGURE_RUNS)/ch6-whole.log
-	-mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-killed.safetensors \
-	  --metrics $(FIGURE_RUNS)/ch6-killed.csv --fault kill --fault-step 100 > $(FIGURE_RUNS)/ch6-killed.log 2>&1
-	mpirun -n 2 $(BUILD_DIR)/chapter6 $(CH6_RUN) --checkpoint $(FIGURE_RUNS)/ch6-killed.safetensors \
-	  --resume $(FIGURE_RUNS)/ch6-killed.safetensors --metrics $(FIGURE_RUNS)/ch6-resumed.csv > $(FIGURE_RUNS)/ch6-resumed.log
-	$(FIGURE_PYTHON)/resume_curve.py $(FIGURE_RUNS)/ch6-whole.csv $(FIGURE_RUNS)/ch6-killed.csv \
-	  $(FIGURE_RUNS)/ch6-resumed.csv 80 chapters/ch06_syncbn_checkpoints/figures/resume_curve.svg
-	tools/figures/effective_batch.sh $(BUILD_DIR) $(FIGURE_RUNS) > $(FIGURE_RUNS)/effective_batch.log
-	$(FIGURE_PYTHON)/effective_batch.py $(FIGURE_RUNS) chapters/ch06_syncbn_checkpoints/figures/effective_batch.svg
+	@tools/figures/make_figures.sh $(BUILD_DIR)
 
 # Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), each in a build folder of its own,
 # CPU only. make sanitize builds with GCC, whose sanitizer runtimes come with g++. libFuzzer

@@ -10,6 +10,7 @@
 #include "common/program.h"
 #include "common/progress.h"
 #include "common/step_metrics.h"
+#include "common/train_flags.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
@@ -24,15 +25,9 @@ struct Options {
   std::string dataset = "fashion-mnist";
   std::string device = "auto";
   std::string optimizer = "sgd";
-  int epochs = 2;
-  int64_t max_steps = 0;
-  int64_t batch_size = 64;
-  std::optional<double> lr;            // default: 0.05 for sgd, 1e-3 for adam and adamw
-  double momentum = 0.9;
+  TrainFlags train;                    // --lr: 0.05 for sgd, 1e-3 for adam and adamw unless given
   std::optional<double> weight_decay;  // default: the optimiser's own (0; 1e-2 for adamw)
-  uint64_t seed = 0;
   int threads = 0;
-  std::string data;
   std::string save;
   std::string trace;
   std::string metrics;
@@ -63,12 +58,11 @@ Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& dataset
 }
 //! [evaluate]
 
-double learning_rate(const Options& o) { return o.lr.value_or(o.optimizer == "sgd" ? 0.05 : 1e-3); }
-
 std::unique_ptr<Optimizer> make_optimizer(const Options& o, const std::vector<Tensor>& params) {
-  const double lr = learning_rate(o);
+  const double lr = o.train.lr;
   if (o.optimizer == "sgd") {
-    return std::make_unique<SGD>(params, SGDOptions(lr).momentum(o.momentum).weight_decay(o.weight_decay.value_or(0.0)));
+    return std::make_unique<SGD>(
+        params, SGDOptions(lr).momentum(o.train.momentum).weight_decay(o.weight_decay.value_or(0.0)));
   }
   // Adam and AdamW differ in their default weight decay: pass it only when the flag was given.
   AdamOptions options(lr);
@@ -93,12 +87,12 @@ int run(const Options& o) {
   std::cout << choice.start_line() << "\n";
   // Fail early, before loading data, when the device cannot be used.
   empty({1}, TensorOptions().device(device));
-  manual_seed(o.seed);
+  manual_seed(o.train.seed);
 
   // 1. Data: normalised images in memory, (N, C, H, W) with labels (N).
   // Fashion-MNIST is found in the usual places; CIFAR-10 (3 x 32 x 32, for the ResNet) has no
   // Debian package, so it needs --data.
-  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   std::cout << "reading " << data.directory << "\n";
   const auto& train_set = data.train;
   const auto& test_set = data.test;
@@ -114,21 +108,21 @@ int run(const Options& o) {
   // DataLoader's batches (see chapter 4, section 9).
   if (!o.trace.empty()) enable_trace();
   std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters) on " << device << ", "
-            << get_num_threads() << " thread(s), batch " << o.batch_size << ", " << o.optimizer << " lr " << learning_rate(o)
-            << "\n";
+            << get_num_threads() << " thread(s), batch " << o.train.batch_size << ", " << o.optimizer << " lr "
+            << o.train.lr << "\n";
 
   //! [loop]
   // 3. The training loop: forward, loss, backward, step — once per batch. On a GPU the batches
   // come in pinned memory, and their copies are only queued: the CPU goes on to queue the
   // forward pass while the copy runs, and the GPU runs both in order.
-  DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
-                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
+  DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)
+                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.train.seed))
                                    .pin_memory(device.is_cuda()));
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0, last_loss = NAN;
   Evaluation result;
   int epoch = 0;
-  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+  while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     ++epoch;
     model->train();
     ProgressBar bar("epoch " + std::to_string(epoch), static_cast<int64_t>(loader.size()));
@@ -161,7 +155,7 @@ int run(const Options& o) {
         window_loss.zero_();
         bar.update(batch_index, status);
       }
-      if (o.max_steps > 0 && step >= o.max_steps) break;
+      if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
     // Reading the last loss waits for the GPU to finish the epoch's work, so the time is the
     // time the work took, not the time it took to queue it.
@@ -191,7 +185,7 @@ int run(const Options& o) {
               << " (open it in https://ui.perfetto.dev)\n";
   }
   std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)
-                   .add("batch", o.batch_size).add("samples_per_s", static_cast<double>(samples) / train_seconds)
+                   .add("batch", o.train.batch_size).add("samples_per_s", static_cast<double>(samples) / train_seconds)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", result.accuracy).add("final_loss", last_loss)
                    .add("threads", get_num_threads()).str()
             << std::endl;
@@ -206,21 +200,19 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   add_model_and_dataset_options(app, o.model, o.dataset);
   app.add_option("--device", o.device, "auto (cuda:0 when there is a GPU, else cpu), cpu, cuda or cuda:N");
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
-  app.add_option("--batch-size", o.batch_size, "samples per step")->check(positive_number());
-  app.add_option("--lr", o.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adam and adamw)")->check(positive_number());
-  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
+  add_train_flags(app, o.train, "samples per step", SeedUse::one_process);
+  app.add_option("--optimizer", o.optimizer, "sgd, adam or adamw (adam and adamw: --lr 1e-3 unless given)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(non_negative_number());
-  app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->check(non_negative_number());
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(thread_count());
-  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
-                                   "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write a timeline of the run (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");
   add_metrics_flag(app, o.metrics);
   app.add_option("--load", o.load, "start from the weights in this safetensors file");
-  return run_program(app, argc, argv, [&] { return run(o); });
+  return run_program(app, argc, argv, [&] {
+    // Adam and AdamW start from PyTorch's default learning rate for them, unless --lr was given.
+    if (app.count("--lr") == 0 && o.optimizer != "sgd") o.train.lr = 1e-3;
+    return run(o);
+  });
 }

@@ -9,6 +9,7 @@
 #include "common/program.h"
 #include "common/progress.h"
 #include "common/step_metrics.h"
+#include "common/train_flags.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
@@ -23,15 +24,9 @@ struct Options {
   std::string dataset = "fashion-mnist";
   std::string device = "auto";
   int replicas = 2;
-  int epochs = 2;
-  int64_t max_steps = 0;
-  int64_t batch_size = 64;
-  double lr = 0.05;
-  double momentum = 0.9;
-  uint64_t seed = 0;
+  TrainFlags train;
   int threads = 0;
   int64_t baseline_steps = 50;
-  std::string data;
   std::string trace;
   std::string metrics;
 };
@@ -85,12 +80,12 @@ class Laps {
 // The first steps warm up caches and memory pools and are not counted.
 StepTimes time_single_device(const Options& o, const std::shared_ptr<const Dataset>& train_set, Device device) {
   const int64_t warmup_steps = 5;
-  manual_seed(o.seed);
+  manual_seed(o.train.seed);
   std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(device);
-  SGD optimizer(model->parameters(), SGDOptions(o.lr).momentum(o.momentum));
-  DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
-                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
+  SGD optimizer(model->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
+  DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)
+                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.train.seed))
                                    .pin_memory(device.is_cuda()));
   StepTimes t;
   int64_t index = 0;
@@ -177,7 +172,7 @@ int run(const Options& o) {
   for (const Device device : devices) empty({1}, TensorOptions().device(device));
 
   // 1. Data: Fashion-MNIST (or CIFAR-10) in memory, as in chapter 2.
-  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   std::cout << "reading " << data.directory << "\n";
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
   std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
@@ -196,15 +191,15 @@ int run(const Options& o) {
   // 3. The model, built from the same seed, lives on devices[0]; DataParallel wraps it. The
   //    optimiser gets the wrapper's parameters(), which are the model's own: the replicas'
   //    copies are made afresh every step and never seen by the optimiser.
-  manual_seed(o.seed);
+  manual_seed(o.train.seed);
   std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(devices[0]);
   DataParallel parallel(model, devices);
   parallel.set_profiling(true);
-  SGD optimizer(parallel.parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  SGD optimizer(parallel.parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   //! [wrap]
-  std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters), batch " << o.batch_size
-            << " split over " << devices.size() << " replicas, sgd lr " << o.lr << "\n";
+  std::cout << "model: " << o.model << " (" << model->num_parameters() << " parameters), batch " << o.train.batch_size
+            << " split over " << devices.size() << " replicas, sgd lr " << o.train.lr << "\n";
 
   // A timeline of DataParallel's training and evaluation (not of the baseline above): scatter,
   // replicate, parallel_apply with each replica's forward on its own thread's row, gather, and
@@ -212,15 +207,15 @@ int run(const Options& o) {
   if (!o.trace.empty()) enable_trace();
 
   // 4. Training: the loop is chapter 2's; only the model is the wrapper.
-  DataLoader loader(train_set, DataLoaderOptions(o.batch_size)
-                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.seed))
+  DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)
+                                   .sampler(std::make_shared<RandomSampler>(train_set->size(), o.train.seed))
                                    .pin_memory(devices[0].is_cuda()));
   const Device output = parallel.output_device();
   StepTimes times;
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0, last_loss = NAN, accuracy = 0.0;
   int epoch = 0;
-  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+  while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     ++epoch;
     parallel.train();
     parallel.reset_times();
@@ -250,7 +245,7 @@ int run(const Options& o) {
       // here: every step's loss is checked, and a diverged run stops at its very step.
       check_training_loss(loss.item(), 1, step, epoch);
       if (++batch_index % 20 == 0) bar.update(batch_index, "");
-      if (o.max_steps > 0 && step >= o.max_steps) break;
+      if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
     last_loss = loss.item();
     const double epoch_seconds = epoch_timer.seconds();
@@ -275,9 +270,10 @@ int run(const Options& o) {
     std::cout << "trace: " << spans << " spans written to " << o.trace
               << " (open it in https://ui.perfetto.dev)\n";
   }
-  print_breakdown(single, times, devices[0], devices, o.batch_size);
+  print_breakdown(single, times, devices[0], devices, o.train.batch_size);
   std::cout << ResultLine(3).add("model", o.model).add("device", devices[0].str()).add("world", 1)
-                   .add("replicas", static_cast<int>(devices.size())).add("epochs", epoch).add("batch", o.batch_size)
+                   .add("replicas", static_cast<int>(devices.size())).add("epochs", epoch)
+                   .add("batch", o.train.batch_size)
                    .add("samples_per_s", static_cast<double>(samples) / train_seconds)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", accuracy).add("final_loss", last_loss)
                    .add("step_ms", 1e3 * times.total() / static_cast<double>(times.steps))
@@ -298,16 +294,9 @@ int main(int argc, char** argv) {
                                        "(one GPU per replica while there are enough, then shared) or cuda:N (every "
                                        "replica on GPU N)");
   app.add_option("--replicas", o.replicas, "replicas of the model; each gets a slice of every batch")->check(CLI::Range(1, 64));
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")->check(non_negative_number());
-  app.add_option("--batch-size", o.batch_size, "samples per step, split among the replicas")->check(positive_number());
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for initialisation and shuffling")->check(non_negative_number());
+  add_train_flags(app, o.train, "samples per step, split among the replicas", SeedUse::one_process);
   app.add_option("--threads", o.threads, "CPU threads, shared out among the CPU replicas, at least one each (default: all cores)")->check(thread_count());
   app.add_option("--baseline-steps", o.baseline_steps, "single-device steps timed for comparison")->check(positive_number());
-  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
-                                   "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--trace", o.trace, "write a timeline of the DataParallel run (Chrome trace JSON, for "
                                      "ui.perfetto.dev) to this file; use with --max-steps, it grows with every step");
   add_metrics_flag(app, o.metrics);

@@ -12,6 +12,7 @@
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
+#include "common/train_flags.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "util/timer.h"
@@ -24,12 +25,7 @@ namespace {
 struct Options {
   std::string model = "cnn";
   std::string dataset = "fashion-mnist";
-  int epochs = 2;
-  int64_t max_steps = 0;
-  int64_t batch_size = 64;
-  double lr = 0.05;
-  double momentum = 0.9;
-  uint64_t seed = 0;
+  TrainFlags train;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
   bool no_set_epoch = false;
@@ -37,7 +33,6 @@ struct Options {
   bool join = false;
   RankFlags rank;
   FaultFlags fault;
-  std::string data;
   std::string save;
   std::string trace;
   std::string metrics;
@@ -50,14 +45,14 @@ int run(const Options& o) {
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   // The fault lab (--fault) makes one rank misbehave on purpose; see "Questions users ask".
-  const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
-  const uint64_t seed = faults.seed(o.seed);
+  const FaultLab faults(o.fault, group.rank(), group.size(), o.train.max_steps);
+  const uint64_t seed = faults.seed(o.train.seed);
   // Settings that every rank must share are compared now, before they can hang or corrupt a
   // collective (chapters/common/settings_agreement.h).
   check_ranks_agree(group, device,
-                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.epochs),
-                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size), shared("--lr", o.lr),
-                     shared("--momentum", o.momentum), shared("--seed", seed),
+                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.train.epochs),
+                     shared("--max-steps", o.train.max_steps), shared("--batch-size", o.train.batch_size),
+                     shared("--lr", o.train.lr), shared("--momentum", o.train.momentum), shared("--seed", seed),
                      shared("--bucket-cap-mb", o.bucket_cap_mb), shared("--first-bucket-cap-mb", o.first_bucket_cap_mb),
                      shared("--no-set-epoch", o.no_set_epoch), shared("--trace", o.trace.empty() ? "off" : "on"),
                      shared("--find-unused-parameters", o.find_unused_parameters), shared("--join", o.join)});
@@ -69,7 +64,7 @@ int run(const Options& o) {
   // Every rank records a timeline of its spans (forward, backward, each autograd node, each
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();
-  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   // Each rank reads its own copy of the data: the copies must be the same size.
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
                                     shared("--data (test images)", data.test->size())});
@@ -110,20 +105,20 @@ int run(const Options& o) {
   //    ranks draw from the same seed + epoch. The batch size is per rank.
   auto sampler = std::make_shared<DistributedSampler>(train_set->size(), group.size(), group.rank(),
                                                       DistributedSamplerOptions().seed(seed));
-  DataLoader loader(train_set, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
   log_rank("shard: " + std::to_string(sampler->size()) + " of " + std::to_string(train_set->size()) +
            " training images, " + std::to_string(loader.size()) + " steps per epoch");
-  print_rank0("effective batch: " + std::to_string(o.batch_size) + " x " + std::to_string(group.size()) + " = " +
-              std::to_string(o.batch_size * group.size()));
+  print_rank0("effective batch: " + std::to_string(o.train.batch_size) + " x " + std::to_string(group.size()) + " = " +
+              std::to_string(o.train.batch_size * group.size()));
   //! [sampler]
 
-  SGD optimizer(ddp->parameters(), SGDOptions(o.lr).momentum(o.momentum));
+  SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0;
   Tensor loss;
   Evaluation result;
   int epoch = 0;
-  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+  while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     //! [loop]
     // 6. The loop is chapter 2's: DDP hides the communication inside backward().
     if (!o.no_set_epoch) sampler->set_epoch(epoch);  // a new shuffle each epoch
@@ -164,7 +159,7 @@ int run(const Options& o) {
         print_rank0(line);
         window_loss.zero_();
       }
-      if (o.max_steps > 0 && step >= o.max_steps) break;
+      if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
     join.finish();
     loss.item();  // wait for the device, so the time is the work's
@@ -210,7 +205,7 @@ int run(const Options& o) {
                 " rank(s) written to " + o.trace + " (open it in https://ui.perfetto.dev)");
   }
   print_rank0(ResultLine(4).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
-                  .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
+                  .add("world", group.size()).add("epochs", epoch).add("batch", o.train.batch_size)
                   .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("backend", group.backend_name()).add("threads", get_num_threads()).str());
@@ -225,14 +220,7 @@ int main(int argc, char** argv) {
   Options o;
   app.option_defaults()->always_capture_default();
   add_model_and_dataset_options(app, o.model, o.dataset);
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
-      ->check(non_negative_number());
-  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
-      ->check(non_negative_number());
+  add_train_flags(app, o.train, "samples per step on each rank", SeedUse::ranks);
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "DDP bucket size after the first, MiB")->check(positive_number());
   app.add_option("--first-bucket-cap-mb", o.first_bucket_cap_mb, "DDP first bucket size, MiB")->check(positive_number());
   app.add_flag("--no-set-epoch", o.no_set_epoch, "forget sampler.set_epoch(epoch): every epoch repeats one order");
@@ -241,8 +229,6 @@ int main(int argc, char** argv) {
   app.add_flag("--join", o.join, "a rank that runs out of batches shadows the others' collectives (Join)");
   add_rank_flags(app, o.rank);
   add_fault_flags(app, o.fault);
-  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
-                                   "data/, /usr/share/datasets/fashion-mnist)");
   app.add_option("--save", o.save, "rank 0 writes the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write every rank's timeline (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");

@@ -12,6 +12,7 @@
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
+#include "common/train_flags.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "tensor/ops/cpu/gemm_bf16.h"
@@ -27,18 +28,12 @@ struct Options {
   std::string amp = "auto";
   std::string scaler = "auto";
   std::string comm_hook = "none";
-  int epochs = 2;
-  int64_t max_steps = 0;
-  int64_t batch_size = 64;
-  double lr = 0.05;
-  double momentum = 0.9;
-  uint64_t seed = 0;
+  TrainFlags train;
   double init_scale = 65536.0;
   int64_t growth_interval = 2000;
   int64_t inf_at_step = 0;
   int inf_on_rank = 0;
   RankFlags rank;
-  std::string data;
   std::string metrics;
 };
 
@@ -88,10 +83,10 @@ int run(const Options& o) {
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
   check_ranks_agree(group, device,
-                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.epochs),
-                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size), shared("--lr", o.lr),
-                     shared("--momentum", o.momentum), shared("--seed", o.seed), shared("--amp", o.amp),
-                     shared("--scaler", o.scaler), shared("--comm-hook", o.comm_hook),
+                    {shared("--model", o.model), shared("--dataset", o.dataset), shared("--epochs", o.train.epochs),
+                     shared("--max-steps", o.train.max_steps), shared("--batch-size", o.train.batch_size),
+                     shared("--lr", o.train.lr), shared("--momentum", o.train.momentum), shared("--seed", o.train.seed),
+                     shared("--amp", o.amp), shared("--scaler", o.scaler), shared("--comm-hook", o.comm_hook),
                      shared("--init-scale", o.init_scale), shared("--growth-interval", o.growth_interval),
                      shared("--inf-at-step", o.inf_at_step), shared("--inf-on-rank", o.inf_on_rank)});
   LOCKSTEP_CHECK(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
@@ -102,14 +97,14 @@ int run(const Options& o) {
 
   check_model_fits_dataset(o.model, o.dataset);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "", {"scale", "skipped"});
-  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   // Each rank reads its own copy of the data: the copies must be the same size.
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
                                     shared("--data (test images)", data.test->size())});
 
   // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
   //    they are the master weights; autocast casts them for each forward pass.
-  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
+  manual_seed(o.train.seed + static_cast<uint64_t>(group.rank()));
   std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   model->to(device);
   const CommHook hook = parse_comm_hook(o.comm_hook);
@@ -119,9 +114,9 @@ int run(const Options& o) {
   print_rank0("gradients: " + comm_hook_name(hook) + ", " + std::to_string(wire_bytes) + " bytes per rank per step");
 
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
-                                                      DistributedSamplerOptions().seed(o.seed));
-  DataLoader loader(data.train, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
-  SGD optimizer(ddp->parameters(), SGDOptions(o.lr).momentum(o.momentum));
+                                                      DistributedSamplerOptions().seed(o.train.seed));
+  DataLoader loader(data.train, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   //! [scaler]
   // 3. The scaler. Disabled (bf16, or --amp off), it passes everything through: scale(loss) is
   //    the loss, step() always steps.
@@ -136,7 +131,7 @@ int run(const Options& o) {
   Tensor loss;
   Evaluation result;
   int epoch = 0;
-  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+  while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);
     ++epoch;
     ddp->train();
@@ -174,7 +169,7 @@ int run(const Options& o) {
       ++epoch_steps;
       samples += targets.numel();
       metrics.record(step, epoch, loss, timer, {scaler.get_scale(), stepped ? 0.0 : 1.0});
-      if (o.max_steps > 0 && step >= o.max_steps) break;
+      if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
@@ -206,7 +201,7 @@ int run(const Options& o) {
   // 6. Throughput over all ranks, as in chapter 4.
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
   print_rank0(ResultLine(5).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
-                  .add("world", group.size()).add("epochs", epoch).add("batch", o.batch_size)
+                  .add("world", group.size()).add("epochs", epoch).add("batch", o.train.batch_size)
                   .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("amp", precision.name).add("skipped_steps", skipped).add("final_scale", scaler.get_scale())
@@ -231,14 +226,7 @@ int main(int argc, char** argv) {
   app.add_option("--comm-hook", o.comm_hook, "send gradients as they are (none), or compressed to fp16 or bf16 "
                                              "(PyTorch's fp16_compress_hook / bf16_compress_hook)")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}));
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
-  app.add_option("--max-steps", o.max_steps, "stop after this many steps (0: no limit; for smoke tests)")
-      ->check(non_negative_number());
-  app.add_option("--batch-size", o.batch_size, "samples per step on each rank")->check(positive_number());
-  app.add_option("--lr", o.lr, "SGD learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
-      ->check(non_negative_number());
+  add_train_flags(app, o.train, "samples per step on each rank", SeedUse::ranks);
   app.add_option("--init-scale", o.init_scale, "the GradScaler's first scale")->check(positive_number());
   app.add_option("--growth-interval", o.growth_interval, "clean steps in a row before the scale doubles")
       ->check(positive_number());
@@ -247,8 +235,6 @@ int main(int argc, char** argv) {
       ->check(non_negative_number());
   app.add_option("--inf-on-rank", o.inf_on_rank, "the rank whose gradients --inf-at-step makes inf")
       ->check(non_negative_number());
-  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
-                                   "data/, /usr/share/datasets/fashion-mnist)");
   add_rank_flags(app, o.rank);
   add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });

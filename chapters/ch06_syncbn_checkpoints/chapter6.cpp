@@ -18,6 +18,7 @@
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
+#include "common/train_flags.h"
 #include "common/training_loss.h"
 #include "lockstep.h"
 #include "optim/lr_scheduler.h"
@@ -27,27 +28,29 @@ using namespace lockstep;
 
 namespace {
 
+// Chapter 6 trains the ResNet by default: one epoch, 32 images per rank per micro-batch.
+TrainFlags resnet_training() {
+  TrainFlags flags;
+  flags.epochs = 1;
+  flags.batch_size = 32;
+  return flags;
+}
+
 struct Options {
   std::string model = "resnet";
   std::string dataset = "fashion-mnist";
   std::string norm = "sync";
   std::string optimizer = "sgd";
-  int epochs = 1;
-  int64_t max_steps = 0;
-  int64_t batch_size = 32;
+  TrainFlags train = resnet_training();
   int64_t accumulate = 1;
-  double lr = 0.05;
-  double momentum = 0.9;
   double warmup_epochs = 0.0;
   double warmup_start_factor = 0.0;  // 0: not given, 1 / (ranks x accumulate)
-  uint64_t seed = 0;
   int64_t save_every = 0;
   std::string checkpoint = "chapter6-checkpoint.safetensors";
   std::string resume;
   std::string metrics;
   RankFlags rank;
   FaultFlags fault;
-  std::string data;
 };
 
 // The model by name, for the dataset's channels (1 for Fashion-MNIST, 3 for CIFAR-10); the
@@ -58,8 +61,8 @@ std::shared_ptr<Module> build_model(const Options& o) {
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const Options& o, const std::vector<Tensor>& params) {
-  if (o.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions(o.lr));
-  return std::make_unique<SGD>(params, SGDOptions(o.lr).momentum(o.momentum));
+  if (o.optimizer == "adam") return std::make_unique<Adam>(params, AdamOptions(o.train.lr));
+  return std::make_unique<SGD>(params, SGDOptions(o.train.lr).momentum(o.train.momentum));
 }
 
 // Every rank reads the checkpoint rank 0 just wrote back onto its own device and compares it,
@@ -99,24 +102,26 @@ int run(const Options& o) {
   const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
-  const FaultLab faults(o.fault, group.rank(), group.size(), o.max_steps);
+  const FaultLab faults(o.fault, group.rank(), group.size(), o.train.max_steps);
   // Goyal et al.'s warm-up starts from the rate of the batch --lr was scaled from: one rank's
   // micro-batch, 1 / (ranks x accumulate) of the step's images.
   const double warmup_start_factor =
       o.warmup_start_factor > 0.0 ? o.warmup_start_factor : 1.0 / static_cast<double>(group.size() * o.accumulate);
-  LOCKSTEP_CHECK(o.warmup_epochs <= o.epochs, "--warmup-epochs ", o.warmup_epochs, " is longer than the run (--epochs ",
-                 o.epochs, "): the learning rate would never reach --lr; warm up over fewer epochs");
+  LOCKSTEP_CHECK(o.warmup_epochs <= o.train.epochs, "--warmup-epochs ", o.warmup_epochs,
+                 " is longer than the run (--epochs ", o.train.epochs,
+                 "): the learning rate would never reach --lr; warm up over fewer epochs");
   check_ranks_agree(group, device,
                     {shared("--model", o.model), shared("--dataset", o.dataset), shared("--norm", o.norm),
-                     shared("--optimizer", o.optimizer), shared("--epochs", o.epochs),
-                     shared("--max-steps", o.max_steps), shared("--batch-size", o.batch_size),
-                     shared("--accumulate", o.accumulate), shared("--lr", o.lr), shared("--momentum", o.momentum),
+                     shared("--optimizer", o.optimizer), shared("--epochs", o.train.epochs),
+                     shared("--max-steps", o.train.max_steps), shared("--batch-size", o.train.batch_size),
+                     shared("--accumulate", o.accumulate), shared("--lr", o.train.lr),
+                     shared("--momentum", o.train.momentum),
                      shared("--warmup-epochs", o.warmup_epochs), shared("--warmup-start-factor", warmup_start_factor),
-                     shared("--seed", faults.seed(o.seed)), shared("--save-every", o.save_every),
+                     shared("--seed", faults.seed(o.train.seed)), shared("--save-every", o.save_every),
                      shared("--checkpoint", o.checkpoint), shared("--resume", o.resume)});
   if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's optimiser steps
-  const TrainTestSets data = load_train_test(o.dataset, o.data);
+  const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
                                     shared("--data (test images)", data.test->size())});
 
@@ -124,21 +129,21 @@ int run(const Options& o) {
   // 2. The model. With --norm sync every BatchNorm2d becomes a SyncBatchNorm: in training, its
   //    statistics are those of every rank's images together (one all-gather per layer in
   //    forward, one all-reduce in backward), as if one process saw the whole batch.
-  manual_seed(o.seed + static_cast<uint64_t>(group.rank()));
+  manual_seed(o.train.seed + static_cast<uint64_t>(group.rank()));
   std::shared_ptr<Module> model = faults.model(build_model(o));
   if (o.norm == "sync") model = convert_sync_batchnorm(model);
   model->to(device);
   //! [convert]
   const std::unique_ptr<Optimizer> optimizer = build_optimizer(o, model->parameters());
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
-                                                      DistributedSamplerOptions().seed(o.seed));
+                                                      DistributedSamplerOptions().seed(o.train.seed));
   //! [warmup]
   // 3. The warm-up: the optimiser holds --lr, the rate of the large effective batch; LinearLR
   //    starts at warmup_start_factor x --lr and adds an equal share after every optimiser step
   //    until --lr, --warmup-epochs later (PyTorch's LinearLR, stepped per iteration as Goyal et
   //    al. do). An epoch is the optimiser steps of one pass: micro-batches / --accumulate.
   std::unique_ptr<LinearLR> warmup;
-  const int64_t steps_per_epoch = (sampler->num_samples() + o.batch_size - 1) / o.batch_size / o.accumulate;
+  const int64_t steps_per_epoch = (sampler->num_samples() + o.train.batch_size - 1) / o.train.batch_size / o.accumulate;
   if (o.warmup_epochs > 0.0) {
     const int64_t warmup_steps =
         std::max<int64_t>(1, std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch)));
@@ -154,7 +159,7 @@ int run(const Options& o) {
   state.optimizer = optimizer.get();
   state.scheduler = warmup.get();  // null without a warm-up
   state.sampler = sampler.get();
-  state.batch_size = o.batch_size;
+  state.batch_size = o.train.batch_size;
   //! [state]
   int64_t step = 0, first_epoch = 0;
   if (!o.resume.empty()) {
@@ -171,10 +176,10 @@ int run(const Options& o) {
     for (const std::string& note : info.notes) print_rank0("  note: " + note);
   }
   auto ddp = std::make_shared<DistributedDataParallel>(model);
-  DataLoader loader(data.train, DataLoaderOptions(o.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  DataLoader loader(data.train, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
   print_rank0("model: " + o.model + " with " + (o.norm == "sync" ? "SyncBatchNorm" : "BatchNorm2d") + ", " +
-              std::to_string(o.batch_size) + " images per rank per micro-batch, " + std::to_string(o.accumulate) +
-              " micro-batch(es) per step: " + std::to_string(o.batch_size * o.accumulate * group.size()) +
+              std::to_string(o.train.batch_size) + " images per rank per micro-batch, " + std::to_string(o.accumulate) +
+              " micro-batch(es) per step: " + std::to_string(o.train.batch_size * o.accumulate * group.size()) +
               " images per optimiser step");
   if (warmup) {
     char line[200];
@@ -191,10 +196,10 @@ int run(const Options& o) {
   int epoch = static_cast<int>(first_epoch);
   bool printed_statistics = false;
   uint64_t final_checksum = 0;
-  while (epoch < o.epochs && (o.max_steps == 0 || step < o.max_steps)) {
+  while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position
     // Micro-batches of this epoch done: those before a resume, then this run's.
-    int64_t done_in_epoch = sampler->start_position() / (o.batch_size * group.size());
+    int64_t done_in_epoch = sampler->start_position() / (o.train.batch_size * group.size());
     ++epoch;
     ddp->train();
     Timer timer;
@@ -246,7 +251,7 @@ int run(const Options& o) {
         compare_with_checkpoint(o.checkpoint, *model, device, step);
         //! [save]
       }
-      if (micro == 0 && o.max_steps > 0 && step >= o.max_steps) break;
+      if (micro == 0 && o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
@@ -270,7 +275,7 @@ int run(const Options& o) {
                 std::to_string(saved) + " bucket all-reduce(s)");
   }
   print_rank0(ResultLine(6).add("model", o.model).add("norm", o.norm).add("device", device.is_cuda() ? "cuda" : "cpu")
-                  .add("world", group.size()).add("epochs", epoch).add("steps", step).add("batch", o.batch_size)
+                  .add("world", group.size()).add("epochs", epoch).add("steps", step).add("batch", o.train.batch_size)
                   .add("accumulate", o.accumulate).add("samples_per_s", speed.samples_per_s)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("saved_allreduces", saved).add("checksum", checksum_hex(final_checksum))
@@ -291,14 +296,9 @@ int main(int argc, char** argv) {
   app.add_option("--norm", o.norm, "sync (SyncBatchNorm: statistics over all ranks) or batch (each rank its own)")
       ->check(CLI::IsMember({"sync", "batch"}));
   app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adam")->check(CLI::IsMember({"sgd", "adam"}));
-  app.add_option("--epochs", o.epochs, "passes over the training set")->check(positive_number());
-  app.add_option("--max-steps", o.max_steps, "stop after this many optimiser steps in all (0: no limit)")
-      ->check(non_negative_number());
-  app.add_option("--batch-size", o.batch_size, "images per rank per micro-batch")->check(positive_number());
+  add_train_flags(app, o.train, "images per rank per micro-batch", SeedUse::ranks);
   app.add_option("--accumulate", o.accumulate, "micro-batches per optimiser step (K-1 of them inside no_sync())")
       ->check(positive_number());
-  app.add_option("--lr", o.lr, "learning rate")->check(positive_number());
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(number_between(0.0, 1.0));
   CLI::Option* warmup_epochs =
       app.add_option("--warmup-epochs", o.warmup_epochs,
                      "warm the learning rate up in a straight line to --lr over this many epochs, one increment per "
@@ -311,14 +311,10 @@ int main(int argc, char** argv) {
       ->check(number_between(0.0, 1.0))
       ->default_str("1/(ranks x accumulate)")
       ->needs(warmup_epochs);
-  app.add_option("--seed", o.seed, "seed for shuffling; rank r initialises its model with seed + r")
-      ->check(non_negative_number());
   app.add_option("--save-every", o.save_every, "rank 0 writes a checkpoint every N optimiser steps (0: never)")
       ->check(non_negative_number());
   app.add_option("--checkpoint", o.checkpoint, "the checkpoint file --save-every writes");
   app.add_option("--resume", o.resume, "go on from this checkpoint: model, optimiser, position, random state");
-  app.add_option("--data", o.data, "directory with the dataset's files (default for Fashion-MNIST: $LOCKSTEP_DATA, "
-                                   "data/, /usr/share/datasets/fashion-mnist)");
   add_metrics_flag(app, o.metrics);
   add_rank_flags(app, o.rank);
   add_fault_flags(app, o.fault);

@@ -4,7 +4,7 @@
 #   2. the same run with rank 1 killed (SIGKILL) before step KILL_AT: must fail;
 #   3. a new job resuming from the checkpoint of step 2: checksum B.
 # A == B, bitwise. The checkpoint of run 2 must have survived the kill intact.
-#   cmake -DMPIRUN=... -DPROGRAM=... -DDIR=... -DSTEPS=16 -DEVERY=8 -DKILL_AT=12 -P resume_after_kill.cmake
+#   cmake -DMPIRUN=... -DPROGRAM=... -DDIR=... -DSTEPS=8 -DEVERY=4 -DKILL_AT=6 -P resume_after_kill.cmake
 # EXTRA: more flags for all three jobs, in one string ("--model cnn --warmup-epochs 0.02": a
 # learning rate that changes every step, from the scheduler the checkpoint restores); NAME: a
 # prefix for the checkpoint files, so that two such tests may run at once.

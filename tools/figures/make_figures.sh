@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# make figures: the small runs of the chapters behind the book's figures, then the scripts of
+# this folder that draw each SVG into chapters/chNN_*/figures/, where they are committed
+# (README.md beside this script lists each command and the machine).
+#
+#   tools/figures/make_figures.sh BUILD_DIR     (after building chapter2 to chapter6,
+#                                                sampler_indices and cnn_roofline in BUILD_DIR)
+#
+# Every chapter runs on the CPU (--device cpu, whatever GPUs the machine has: the figures' titles
+# say CPU) and writes its per-step CSV (--metrics), timeline (--trace) and output into
+# BUILD_DIR/figures. Each command is printed as it runs; the first that fails stops the script,
+# except the run killed on purpose for chapter 6's resume figure. Needs Debian's
+# python3-matplotlib, which the build and the tests do not.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+build=${1:?usage: tools/figures/make_figures.sh BUILD_DIR}
+runs=$build/figures
+draw() {  # draw SCRIPT ARGS...: one of this folder's Python scripts
+  /usr/bin/python3 "tools/figures/$1" "${@:2}"
+}
+set -x
+mkdir -p "$runs" chapters/ch01_tensors/figures chapters/ch02_training/figures chapters/ch03_data_parallel/figures \
+  chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures chapters/ch06_syncbn_checkpoints/figures
+
+# Chapter 1: matrix multiply on the CPU and on a GPU, from a committed measurement.
+draw matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
+
+# Chapter 2: the loss curve of two epochs, one step's breakdown, and the CNN's roofline.
+"$build/chapter2" --device cpu --epochs 2 --metrics "$runs/ch2.csv" > "$runs/ch2.log"
+draw loss_curve.py "$runs/ch2.csv" "$runs/ch2.log" chapters/ch02_training/figures/loss_curve.svg
+"$build/chapter2" --device cpu --max-steps 10 --trace "$runs/ch2-trace.json" > "$runs/ch2-trace.log"
+draw step_breakdown.py "$runs/ch2-trace.json" chapters/ch02_training/figures/step_breakdown.svg
+"$build/tests/cnn_roofline" --csv "$runs/roofline.csv" > "$runs/roofline.log"
+draw roofline.py "$runs/roofline.csv" chapters/ch02_training/figures/roofline.svg
+
+# Chapter 3: DataParallel's phases on a timeline.
+"$build/chapter3" --device cpu --max-steps 4 --trace "$runs/ch3-trace.json" > "$runs/ch3-trace.log"
+draw phases_timeline.py "$runs/ch3-trace.json" chapters/ch03_data_parallel/figures/phases_timeline.svg
+
+# Chapter 4: a DDP step's timeline (small buckets, so that several all-reduces show), the
+# sampler's shards, and the loss of one rank beside two.
+mpirun -n 2 "$build/chapter4" --device cpu --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
+  --trace "$runs/ch4-trace.json" > "$runs/ch4-trace.log"
+draw ddp_step_timeline.py "$runs/ch4-trace.json" chapters/ch04_ddp/figures/ddp_step_timeline.svg
+"$build/tools/figures/sampler_indices" 10 2 3 > "$runs/sampler.csv"
+draw sampler_shards.py "$runs/sampler.csv" chapters/ch04_ddp/figures/sampler_shards.svg
+mpirun -n 1 "$build/chapter4" --device cpu --epochs 1 --metrics "$runs/ch4-1rank.csv" > "$runs/ch4-1rank.log"
+mpirun -n 2 "$build/chapter4" --device cpu --epochs 1 --metrics "$runs/ch4-2ranks.csv" > "$runs/ch4-2ranks.log"
+draw loss_1_vs_2_ranks.py "$runs/ch4-1rank.csv" "$runs/ch4-2ranks.csv" chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg
+
+# Chapter 5: the f16 loss scale, growing every 100 clean steps and halved by an inf at step 300.
+"$build/chapter5" --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
+  --metrics "$runs/ch5-f16.csv" > "$runs/ch5-f16.log"
+draw loss_scale.py "$runs/ch5-f16.csv" chapters/ch05_mixed_precision/figures/loss_scale.svg 300
+
+# Chapter 6's kill-and-resume figure: 120 steps, a checkpoint every 40, rank 1 killed before
+# step 100 (the run's failure is the point: the script goes on), resumed from step 80.
+ch6_run=(--device cpu --threads 1 --max-steps 120 --save-every 40)
+rm -f "$runs/ch6-whole.safetensors" "$runs/ch6-killed.safetensors"
+mpirun -n 2 "$build/chapter6" "${ch6_run[@]}" --checkpoint "$runs/ch6-whole.safetensors" \
+  --metrics "$runs/ch6-whole.csv" > "$runs/ch6-whole.log"
+mpirun -n 2 "$build/chapter6" "${ch6_run[@]}" --checkpoint "$runs/ch6-killed.safetensors" \
+  --metrics "$runs/ch6-killed.csv" --fault kill --fault-step 100 > "$runs/ch6-killed.log" 2>&1 || true
+mpirun -n 2 "$build/chapter6" "${ch6_run[@]}" --checkpoint "$runs/ch6-killed.safetensors" \
+  --resume "$runs/ch6-killed.safetensors" --metrics "$runs/ch6-resumed.csv" > "$runs/ch6-resumed.log"
+draw resume_curve.py "$runs/ch6-whole.csv" "$runs/ch6-killed.csv" "$runs/ch6-resumed.csv" 80 \
+  chapters/ch06_syncbn_checkpoints/figures/resume_curve.svg
+
+# Chapter 6's larger effective batch (its own script: many runs).
+tools/figures/effective_batch.sh "$build" "$runs" > "$runs/effective_batch.log"
+draw effective_batch.py "$runs" chapters/ch06_syncbn_checkpoints/figures/effective_batch.svg
