@@ -9,6 +9,7 @@
 #include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
 #include "tensor/tensor.h"
+#include "util/fnv1a.h"
 
 namespace lockstep {
 
@@ -48,8 +49,8 @@ void check_ranks_agree(ProcessGroup& group, Device device, const std::vector<Sha
   for (int r = 0; r < group.size(); ++r) {
     values += (r ? ", rank " : "rank ") + std::to_string(r) + " has " + std::string(text + r * kValueBytes);
   }
-  throw Error(detail::concat("the ranks were given different ", setting.flag, ": ", values,
-                             "; every rank must be started with the same value"));
+  LOCKSTEP_FAIL("the ranks were given different ", setting.flag, ": ", values,
+                "; every rank must be started with the same value");
 }
 
 }  // namespace lockstep
