@@ -41,11 +41,9 @@
 namespace lockstep::cpu {
 namespace {
 
-using gemm_detail::ceil_div;
-using gemm_detail::gemm_threads;
-using gemm_detail::round_up;
-using gemm_detail::scratch;
-using gemm_detail::update_tile;
+// The blocking helpers this file shares with the other GEMMs (gemm_blocking.h): ceil_div,
+// round_up, gemm_threads, scratch and update_tile.
+using namespace gemm_detail;
 
 // ---------------------------------------------------------------------------------------
 // Blocking parameters.

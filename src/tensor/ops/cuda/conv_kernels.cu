@@ -138,7 +138,6 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
   const cudaStream_t stream = stream_for(device);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
-  const int64_t image_size = g.channels * g.height * g.width;
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // the GEMM's sums and result: f32 for 16-bit T
@@ -164,7 +163,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
       }
       // Unfold the chunk's images into cols (patch, images * pixels).
       im2col_columns<<<grid_size(patch * images * pixels), kBlockSize, 0, stream>>>(
-          device_ptr(x + first * image_size), g, images, device_ptr(cols));
+          device_ptr(x + first * g.image_size()), g, images, device_ptr(cols));
       LOCKSTEP_CUDA_CHECK_LAUNCH();
       // Each output channel starts as its bias; the GEMM adds w . cols onto it (beta = 1).
       if (b != nullptr) {
@@ -188,7 +187,6 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
   const cudaStream_t stream = stream_for(device);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
-  const int64_t image_size = g.channels * g.height * g.width;
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // the GEMMs' sums and results: f32 for 16-bit T
@@ -236,7 +234,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
       if (dw != nullptr) {
         // dW (C_out, patch) += dyT (C_out, columns) . cols^T (columns, patch); cols^T is cols read
         // with its strides swapped. The first chunk overwrites dW (beta = 0), later ones add.
-        im2col_columns<<<grid_size(patch * columns), kBlockSize, 0, stream>>>(device_ptr(x + first * image_size), g,
+        im2col_columns<<<grid_size(patch * columns), kBlockSize, 0, stream>>>(device_ptr(x + first * g.image_size()), g,
                                                                               images, device_ptr(cols));
         LOCKSTEP_CUDA_CHECK_LAUNCH();
         gemm(out_channels, patch, columns, Acc(1), dyT, columns, 1, cols, 1, columns, Acc(first == 0 ? 0 : 1),
@@ -246,8 +244,8 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
         // The gradient of every patch, (patch, columns) = w^T (patch, C_out) . dyT, then added
         // back onto the pixels it came from. w^T is w read with its strides swapped.
         gemm(patch, columns, out_channels, Acc(1), w, 1, patch, dyT, columns, 1, Acc(0), grad_cols, columns);
-        col2im_pixels<<<grid_size(images * image_size), kBlockSize, 0, stream>>>(grad_cols, g, images,
-                                                                                 device_ptr(dx + first * image_size));
+        col2im_pixels<<<grid_size(images * g.image_size()), kBlockSize, 0, stream>>>(grad_cols, g, images,
+                                                                                 device_ptr(dx + first * g.image_size()));
         LOCKSTEP_CUDA_CHECK_LAUNCH();
       }
     }

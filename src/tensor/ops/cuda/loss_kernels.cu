@@ -89,11 +89,13 @@ __device__ C loss_grad_scale(const T* grad, int64_t rows) {
   return static_cast<C>(convert<double>(*grad) / static_cast<double>(rows));
 }
 
-// grad_logits[i, j] = scale * (e^log_probs[i, j] - [j == target[i]]) with scale = grad / N;
-// one thread per element (row i = e / C, class j = e % C), all contiguous (N, C).
+// The gradient of both losses with respect to their (N, C) input, one thread per element (row
+// i = e / C, class j = e % C), all contiguous: scale * (p[i, j] - [j == target[i]]) with
+// scale = grad / N, where p = e^log_probs for cross_entropy (the softmax of the logits) and
+// p = 0 for nll_loss (log_probs null); NaN in a row whose target is out of range.
 template <class T>
-__global__ void cross_entropy_backward_elements(const T* grad, const T* log_probs, const int64_t* target,
-                                                int64_t target_stride, T* grad_logits, int64_t rows, int64_t classes) {
+__global__ void loss_backward_elements(const T* grad, const T* log_probs, const int64_t* target,
+                                       int64_t target_stride, T* grad_input, int64_t rows, int64_t classes) {
   using C = device_opmath_t<T>;
   const C scale = loss_grad_scale(grad, rows);
   const int64_t total = rows * classes;
@@ -101,24 +103,9 @@ __global__ void cross_entropy_backward_elements(const T* grad, const T* log_prob
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e / classes, j = e % classes;
     const int64_t t = target[i * target_stride];
-    C value = scale * std::exp(convert<C>(log_probs[e]));
+    C value = log_probs != nullptr ? scale * std::exp(convert<C>(log_probs[e])) : C(0);
     if (j == t) value -= scale;
-    grad_logits[e] = convert<T>(class_in_range(t, classes) ? value : static_cast<C>(NAN));
-  }
-}
-
-// grad_log_probs[i, j] = -grad / N where j == target[i], else 0; one thread per element.
-template <class T>
-__global__ void nll_loss_backward_elements(const T* grad, const int64_t* target, int64_t target_stride,
-                                           T* grad_log_probs, int64_t rows, int64_t classes) {
-  using C = device_opmath_t<T>;
-  const C scale = loss_grad_scale(grad, rows);
-  const int64_t total = rows * classes;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e / classes, j = e % classes;
-    const int64_t t = target[i * target_stride];
-    grad_log_probs[e] = convert<T>(!class_in_range(t, classes) ? static_cast<C>(NAN) : j == t ? -scale : C(0));
+    grad_input[e] = convert<T>(class_in_range(t, classes) ? value : static_cast<C>(NAN));
   }
 }
 
@@ -158,7 +145,7 @@ void cross_entropy_backward_kernel(const Tensor& grad, const Tensor& log_probs, 
   const int64_t rows = lp.size(0), classes = lp.size(1);
   dispatch_floating_and_16bit(lp.dtype(), "cross_entropy backward", [&](auto tag) {
     using Host = typename decltype(tag)::type;
-    cross_entropy_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
+    loss_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
         device_ptr(grad.data_ptr<Host>()), device_ptr(lp.data_ptr<Host>()), target.data_ptr<int64_t>(),
         target.stride(0), device_ptr(grad_logits.data_ptr<Host>()), rows, classes);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
@@ -183,9 +170,10 @@ void nll_loss_backward_kernel(const Tensor& grad, const Tensor& target, const Te
   const int64_t rows = grad_log_probs.size(0), classes = grad_log_probs.size(1);
   dispatch_floating_and_16bit(grad_log_probs.dtype(), "nll_loss backward", [&](auto tag) {
     using Host = typename decltype(tag)::type;
-    nll_loss_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
-        device_ptr(grad.data_ptr<Host>()), target.data_ptr<int64_t>(), target.stride(0),
-        device_ptr(grad_log_probs.data_ptr<Host>()), rows, classes);
+    using T = device_type_t<Host>;
+    loss_backward_elements<<<grid_size(rows * classes), kBlockSize, 0, stream>>>(
+        device_ptr(grad.data_ptr<Host>()), static_cast<const T*>(nullptr), target.data_ptr<int64_t>(),
+        target.stride(0), device_ptr(grad_log_probs.data_ptr<Host>()), rows, classes);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   });
 }

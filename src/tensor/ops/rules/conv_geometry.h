@@ -1,6 +1,6 @@
 /// \file
 /// The sizes of one 2-D convolution, which conv2d computes once and hands to the CPU and the
-/// CUDA kernels alike (tensor/ops/dispatch/conv_kernels.h, tensor/ops/dispatch/conv_kernels.h).
+/// CUDA kernels alike (tensor/ops/dispatch/conv_kernels.h).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,8 @@ struct Conv2dGeometry {
   int64_t patch_size() const { return channels * kernel_h * kernel_w; }
   /// Columns of the im2col matrix: output pixels per channel, H_out * W_out.
   int64_t out_pixels() const { return out_h * out_w; }
+  /// Values in one input image, C_in * H * W.
+  int64_t image_size() const { return channels * height * width; }
 };
 
 }  // namespace lockstep
