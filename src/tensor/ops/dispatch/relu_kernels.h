@@ -43,7 +43,7 @@ LOCKSTEP_CUDA_FN(void relu_backward_kernel(const Tensor& grad_output, const Tens
 
 namespace kernels {
 
-/// relu, and the mask of what it let through (tensor/ops/kernels/relu_mask.h).
+/// relu, and the mask of what it let through (tensor/ops/rules/relu_mask.h).
 inline constexpr auto relu = device_kernels(cpu::relu_kernel, cuda::relu_kernel);
 /// relu's gradient, from that mask.
 inline constexpr auto relu_backward = device_kernels(cpu::relu_backward_kernel, cuda::relu_backward_kernel);
