@@ -125,16 +125,17 @@ set_tests_properties(chapter5_mpirun_amp_off_is_chapter4 PROPERTIES LABELS "chap
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 
 # Chapter 6: SyncBatchNorm gives every rank the statistics of all ranks' images (the first
-# BatchNorm's running mean is printed by each rank), a checkpoint written by rank 0 is read back
-# bitwise by every rank, accumulation counts the all-reduces it saved, and a job killed
+# BatchNorm's running mean is printed by each rank; on the made-up CIFAR-10 whose images
+# differ, whose 20 test images keep the evaluation short), a checkpoint written by rank 0 is
+# read back bitwise by every rank, accumulation counts the all-reduces it saved, and a job killed
 # mid-run resumes to the weights of the uninterrupted one: 8 steps, a checkpoint every 4, rank 1
 # killed before step 6, so that the job resumes from a checkpoint in the middle of an epoch,
 # with steps of the killed run to repeat and steps the killed run never reached.
 foreach(ranks 2 3)
   lockstep_mpirun_test(chapter6_mpirun_${ranks}_ranks ${ranks}
                        "checkpoint of step 4 read back: its [0-9]+ model tensors are bitwise this rank's.*RESULT chapter=6 model=resnet norm=sync device=cpu world=${ranks} "
-                       $<TARGET_FILE:chapter6> --device cpu --max-steps 4 --save-every 4
-                       --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/chapter6-${ranks}.safetensors)
+                       $<TARGET_FILE:chapter6> --device cpu --dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8
+                       --max-steps 4 --save-every 4 --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/chapter6-${ranks}.safetensors)
 endforeach()
 lockstep_mpirun_test(chapter6_accumulation_saves_all_reduces 2
                      "accumulation: 6 backward pass.es. inside no_sync.. saved 6 bucket all-reduce.s..*saved_allreduces=6 "
