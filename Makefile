@@ -43,9 +43,9 @@ help:
 	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
-	@echo "make sanitize   unit, MPI and fuzz-replay tests and a subset of the chapter runs under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make sanitize   unit, MPI and fuzz-replay tests and a subset of the chapter runs under AddressSanitizer + UBSan (build-asan/; Clang)"
 	@echo "make tsan       DataLoader, trace, DataParallel and MPI tests under ThreadSanitizer (build-tsan/; Clang)"
-	@echo "make fuzz       replay past crashes, then run each libFuzzer target for FUZZ_SECONDS (60) (build-fuzz/; Clang)"
+	@echo "make fuzz       replay past crashes, then run each libFuzzer target for FUZZ_SECONDS (60) (build-asan/, as make sanitize)"
 	@echo "make clean      remove build/ and the copied chapter programs"
 
 # Shell code that sets $$missing to those of the Debian packages $(1) that are not installed
@@ -88,8 +88,8 @@ test: build
 
 # The build without CUDA (as on a machine without nvcc) still compiles and explains itself when
 # asked for a GPU (tests/build/cpu_only_build.cmake). A CUDA build never compiles the CPU-only
-# fallbacks, so this is the check that keeps them from rotting; it is a second whole build, so
-# .ci/run runs it as a step of its own rather than make test.
+# fallbacks, so a CPU-only build is what keeps them from rotting. .ci/run leaves this target
+# out: make sanitize's build is CPU only too and runs the same checks (tools/sanitize.sh).
 CPU_ONLY_BUILD_DIR ?= build-cpu-only
 cpu-only-check: deps
 	@cmake -DSOURCE_DIR=$(CURDIR) -DBINARY_DIR=$(abspath $(CPU_ONLY_BUILD_DIR)) -DJOBS=$(JOBS) \
@@ -221,25 +221,24 @@ figures: configure mpirun-as-root
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices cnn_roofline
 	@tools/figures/make_figures.sh $(BUILD_DIR)
 
-# Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), each in a build folder of its own,
-# CPU only. make sanitize builds with GCC, whose sanitizer runtimes come with g++. libFuzzer
-# needs Clang, and so does ThreadSanitizer, with LLVM's OpenMP runtime: GCC's libgomp is not
-# instrumented, so every parallel loop would look like a race. Those packages are installed by
+# Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), CPU only, with Clang: libFuzzer
+# needs it, and ThreadSanitizer needs LLVM's OpenMP runtime (GCC's libgomp is not instrumented,
+# so every parallel loop would look like a race). make sanitize and make fuzz share one build
+# folder (AddressSanitizer + UBSan), make tsan has its own. Those packages are installed by
 # these targets only, never by make test.
 SANITIZER_PACKAGES := clang libclang-rt-dev libomp-dev
 ASAN_BUILD_DIR ?= build-asan
 TSAN_BUILD_DIR ?= build-tsan
-FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 sanitizer-deps:
 	$(call install_missing,$(SANITIZER_PACKAGES))
 
 # TESTS=regex runs only the tests it matches (ctest -R).
-sanitize: deps
+sanitize: deps sanitizer-deps
 	@TESTS='$(value TESTS)' tools/sanitize.sh asan $(ASAN_BUILD_DIR)
 
 tsan: deps sanitizer-deps
 	@TESTS='$(value TESTS)' tools/sanitize.sh tsan $(TSAN_BUILD_DIR)
 
 fuzz: deps sanitizer-deps
-	@tools/fuzz.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
+	@tools/fuzz.sh $(ASAN_BUILD_DIR) $(FUZZ_SECONDS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make fuzz: builds the libFuzzer targets of fuzz/ with Clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer, in a folder of its own, then for each target
+# UndefinedBehaviorSanitizer, in the folder make sanitize builds in
+# (tools/sanitizers/configure_asan.sh), then for each target
 #   1. replays its seeds (fuzz/corpus/<target>/) and every crash found before
 #      (fuzz/regressions/<target>/), so a bug that came back fails at once;
 #   2. fuzzes it for SECONDS, starting from the seeds, with a limit on each input's time (a
@@ -10,23 +11,19 @@
 # the command that replays it. Fix the bug, then keep the input as a regression:
 #   cp BUILD_DIR/fuzz-artifacts/<target>/crash-... fuzz/regressions/<target>/<what-it-was>
 #
-#   tools/fuzz.sh [BUILD_DIR] [SECONDS] [TARGET...]   (defaults: build-fuzz, 60, every target)
+#   tools/fuzz.sh [BUILD_DIR] [SECONDS] [TARGET...]   (defaults: build-asan, 60, every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=${1:-build-fuzz}
+# The build folder as an absolute path: the fuzzers run from other folders.
+build=$(realpath -m "${1:-build-asan}")
 seconds=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
 targets=${*:-idx cifar10 safetensors launch}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 root=$PWD
 
-if ! command -v clang++ >/dev/null; then
-  echo "make fuzz needs Clang and its libFuzzer: apt-get install clang libclang-rt-dev libomp-dev" >&2
-  exit 1
-fi
-cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_WITH_CUDA=OFF \
-  -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_FUZZ=ON "-DLOCKSTEP_SANITIZE=address;undefined" >/dev/null
+tools/sanitizers/configure_asan.sh "$build"
 # shellcheck disable=SC2046
 cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' $targets)
 
@@ -44,11 +41,11 @@ max_len() {
 
 failed=""
 for target in $targets; do
-  program=$root/$build/fuzz/fuzz_$target
+  program=$build/fuzz/fuzz_$target
   seeds=$root/fuzz/corpus/$target
   regressions=$root/fuzz/regressions/$target
-  corpus=$root/$build/fuzz-corpus/$target
-  artifacts=$root/$build/fuzz-artifacts/$target
+  corpus=$build/fuzz-corpus/$target
+  artifacts=$build/fuzz-artifacts/$target
   mkdir -p "$corpus" "$artifacts"
   dict=()
   [ -f "$root/fuzz/dicts/$target.dict" ] && dict=(-dict="$root/fuzz/dicts/$target.dict")

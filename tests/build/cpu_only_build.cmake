@@ -1,8 +1,9 @@
 # Builds Lockstep a second time with the CUDA backend switched off (as on a machine without
 # nvcc) and checks that the result works and explains itself when asked for a GPU:
 #   cmake -DSOURCE_DIR=... -DBINARY_DIR=... [-DJOBS=N] -P cpu_only_build.cmake
-# (make cpu-only-check, a step of .ci/run). The CUDA build never compiles the CPU-only fallbacks
-# (core/cuda/api.h), so without this check they could rot unnoticed.
+# (make cpu-only-check). The CUDA build never compiles the CPU-only fallbacks (core/cuda/api.h),
+# so without a CPU-only build they could rot unnoticed; in .ci/run, make sanitize's build, which
+# is CPU only, runs the same checks (tools/sanitize.sh).
 if(NOT DEFINED JOBS)
   set(JOBS 2)
 endif()
