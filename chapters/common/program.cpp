@@ -130,9 +130,11 @@ int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>
   } catch (const std::exception& e) {
     // lockstep::Error carries our own sentences; anything else (out of memory, a file system
     // error) still ends with one line and a non-zero exit rather than an abort.
-    std::cerr << app.get_name() << ": error: " << error_message(e) << "\n" << std::flush;
-    // A rank that returned quietly would leave the job's other ranks waiting for it forever.
-    abort_job(1);
+    // One write, so that the lines of ranks failing at once never interleave.
+    std::cerr << app.get_name() + ": error: " + error_message(e) + "\n" << std::flush;
+    // A rank that returned quietly would leave the job's other ranks waiting for it forever,
+    // unless they all stopped on the same error.
+    leave_job_after(e, 1);
     return 1;
   }
 }

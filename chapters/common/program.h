@@ -17,7 +17,8 @@ namespace lockstep {
 /// Parses the command line into `app`, then runs `body`. `--help` prints the flags and returns 0;
 /// an unknown or malformed flag, or an exception (such as lockstep::Error) thrown by `body`, prints
 /// "<program>: error: <error_message>" on stderr and returns 1 (or CLI11's code for parse
-/// errors). A rank of a distributed job that fails this way ends the whole job (abort_job).
+/// errors). A rank of a distributed job that fails this way ends the whole job (abort_job),
+/// unless every rank stopped on the same AgreedError: then each leaves cleanly with exit 1.
 int run_program(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 /// What a program says about `error`: its message, and for a lockstep::Error whose kind a flag

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "distributed/agreed_error.h"
 #include "distributed/collective_caller.h"
 #include "distributed/rank_agreement.h"
 #include "tensor/tensor.h"
@@ -49,8 +50,9 @@ void check_ranks_agree(ProcessGroup& group, Device device, const std::vector<Sha
   for (int r = 0; r < group.size(); ++r) {
     values += (r ? ", rank " : "rank ") + std::to_string(r) + " has " + std::string(text + r * kValueBytes);
   }
-  LOCKSTEP_FAIL("the ranks were given different ", setting.flag, ": ", values,
-                "; every rank must be started with the same value");
+  // Every rank holds the same table, so every rank stops here with the same sentence.
+  throw AgreedError(detail::concat("the ranks were given different ", setting.flag, ": ", values,
+                                   "; every rank must be started with the same value"));
 }
 
 }  // namespace lockstep

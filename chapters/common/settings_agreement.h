@@ -33,7 +33,7 @@ SharedSetting shared(const std::string& flag, const T& value) {
 }
 
 /// Compares `settings` (the same list, in the same order, on every rank) across the ranks of
-/// `group` and throws lockstep::Error on every rank when one differs, naming the first such
+/// `group` and throws the same AgreedError on every rank (each leaves cleanly) when one differs, naming the first such
 /// setting and each rank's value, e.g. "the ranks were given different --batch-size: rank 0 has
 /// 64, rank 1 has 32; every rank must be started with the same value". Collective: two
 /// all-gathers, whatever the outcome.

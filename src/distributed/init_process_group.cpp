@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "distributed/agreed_error.h"
 #include "distributed/detect_launch.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_nccl.h"
@@ -31,8 +32,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   LOCKSTEP_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: expected backend \"mpi\" or \"nccl\", got \"",
                  backend, "\" (choose_backend resolves \"auto\")");
   const LaunchInfo launch = detect_launch();
-  // MPI is the launcher's other half: it knows the ranks for certain, whoever started us.
-  s.cpu_group = make_mpi_process_group(options);
+  // MPI is the launcher's other half: it knows the ranks for certain, whoever started us. When
+  // the ranks' settings are invalid or differ, every rank learns it here together, and shuts
+  // MPI down (with its progress service) so that each can leave with a clean exit.
+  try {
+    s.cpu_group = make_mpi_process_group(options);
+  } catch (const AgreedError&) {
+    mpi::finalize();
+    throw;
+  }
   // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
   // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
   // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
@@ -50,7 +58,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   // before an exit function is registered are destroyed after it runs.
   static const bool registered = std::atexit([] { destroy_process_group(); }) == 0;
   (void)registered;
-  s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device, options) : s.cpu_group;
+  try {
+    s.default_group = backend == "nccl" ? make_nccl_process_group(s.cpu_group, device, options) : s.cpu_group;
+  } catch (const AgreedError&) {
+    destroy_process_group();
+    throw;
+  }
   return s.default_group;
 }
 
@@ -79,11 +92,19 @@ void destroy_process_group() {
 }
 
 void abort_job(int exit_code) {
-  // From the moment MPI knows the ranks, including while NCCL is set up (where the other ranks
-  // wait for rank 0's unique id), a failing rank takes the others down with it: they would
-  // otherwise wait in their next collective for a rank that will never come.
-  const DistributedState& s = state();
-  if (s.cpu_group != nullptr && s.cpu_group->size() > 1) mpi::abort(exit_code);
+  // From the moment MPI knows the ranks, including while the groups are set up (where the other
+  // ranks wait for this one's settings, or for rank 0's NCCL unique id), a failing rank takes
+  // the others down with it: they would otherwise wait in their next collective for a rank that
+  // will never come.
+  if (mpi::is_initialized() && mpi::world_rank_and_size().second > 1) mpi::abort(exit_code);
+}
+
+void leave_job_after(const std::exception& error, int exit_code) {
+  if (dynamic_cast<const AgreedError*>(&error) != nullptr) {
+    destroy_process_group();
+  } else {
+    abort_job(exit_code);
+  }
 }
 
 }  // namespace lockstep

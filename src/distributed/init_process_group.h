@@ -5,6 +5,7 @@
 /// rank ends the job instead of leaving the others waiting.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -21,7 +22,8 @@ namespace lockstep {
 /// launcher's. torchrun starts processes but no MPI job: when its world size differs from MPI's,
 /// it is an error that says so, instead of N separate one-rank jobs. `options` sets the
 /// collective timeout and debug level of both groups (the environment's, by default: see
-/// ProcessGroupOptions).
+/// ProcessGroupOptions); when they cannot be read on some rank, or differ between ranks, every
+/// rank throws the same AgreedError, with MPI already shut down.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Device device = Device::cpu(),
                                                  const ProcessGroupOptions& options = ProcessGroupOptions());
 
@@ -45,5 +47,10 @@ void destroy_process_group();
 /// and until destroy_process_group, in a job of more than one rank; otherwise it returns, and
 /// the caller ends its process as usual.
 void abort_job(int exit_code);
+
+/// How a rank leaves a job after `error` stopped its program: if every rank raised it together
+/// (an AgreedError), by destroying the process group with the others, so that each ends with a
+/// clean exit; otherwise by abort_job(`exit_code`). Returns where the process may exit on its own.
+void leave_job_after(const std::exception& error, int exit_code);
 
 }  // namespace lockstep

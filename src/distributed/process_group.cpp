@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "distributed/agreed_error.h"
 #include "distributed/collective_caller.h"
 #include "distributed/watchdog.h"
 
@@ -60,36 +61,64 @@ void check_sliced(const char* collective, const Tensor& big, const Tensor& small
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, const ProcessGroupOptions& options)
-    : rank_(rank),
-      size_(size),
-      id_(groups_created++),
-      timeout_(options.resolved_timeout()),
-      debug_(options.resolved_debug()) {
+    : rank_(rank), size_(size), id_(groups_created++) {
   LOCKSTEP_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroup: expected 0 <= rank < size, got rank ", rank,
                  " of ", size);
+  // A setting this rank cannot read is not thrown here: the other ranks would wait for this one
+  // in start_watchdog's exchange forever. It travels with the settings, and every rank throws it.
+  try {
+    timeout_ = options.resolved_timeout();
+    debug_ = options.resolved_debug();
+  } catch (const Error& e) {
+    settings_problem_ = e.what();
+  }
 }
 
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::start_watchdog(WatchdogHooks hooks) {
-  // The settings travel as bytes: the timeout's 8, then the debug level.
+  // The settings travel as bytes: the timeout's 8, the debug level, then why they could not be
+  // resolved (empty when they could), cut to fit.
   struct Settings {
     double timeout;
     int32_t debug;
     int32_t padding;
-  } mine{timeout_, static_cast<int32_t>(debug_), 0};
+    char problem[240];
+  } mine{timeout_, static_cast<int32_t>(debug_), 0, {}};
+  std::strncpy(mine.problem, settings_problem_.c_str(), sizeof(mine.problem) - 1);
   const std::vector<uint8_t> all = gather_bytes(&mine, sizeof(mine), "process group set-up");
+  std::vector<Settings> ranks(static_cast<size_t>(size_));
+  std::memcpy(ranks.data(), all.data(), all.size());
+  // 1. A rank that could not read its settings: every rank names it (or says all had it).
+  std::string problems;
+  int with_problem = 0;
   for (int r = 0; r < size_; ++r) {
-    Settings theirs;
-    std::memcpy(&theirs, all.data() + r * sizeof(Settings), sizeof(Settings));
-    LOCKSTEP_CHECK_KIND(theirs.timeout == mine.timeout, ErrorKind::CollectiveTimeout,
-                        "process group: the ranks use different collective timeouts: rank ", r, " has ",
-                        theirs.timeout, " s, rank ", rank_, " has ", timeout_,
-                        " s; give every rank the same ProcessGroupOptions::timeout or $LOCKSTEP_COLLECTIVE_TIMEOUT");
-    LOCKSTEP_CHECK(theirs.debug == mine.debug, "process group: the ranks use different debug levels: rank ", r,
-                   " has LOCKSTEP_DISTRIBUTED_DEBUG=", distributed_debug_name(static_cast<DistributedDebug>(theirs.debug)),
-                   ", rank ", rank_, " has ", distributed_debug_name(debug_),
-                   "; set it for every rank (mpirun -x LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL passes it to all)");
+    if (ranks[r].problem[0] == '\0') continue;
+    ++with_problem;
+    problems += (problems.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + ranks[r].problem;
+  }
+  if (with_problem == size_ && size_ > 1 && std::strcmp(ranks[0].problem, ranks[size_ - 1].problem) == 0) {
+    problems = std::string(ranks[0].problem) + " (on every rank)";
+  }
+  if (size_ == 1 && with_problem == 1) problems = ranks[0].problem;
+  if (with_problem > 0) throw AgreedError(problems);
+  // 2. Settings every rank could read, but different ones.
+  for (int r = 0; r < size_; ++r) {
+    const Settings& theirs = ranks[r];
+    if (theirs.timeout != mine.timeout) {
+      throw AgreedError(ErrorKind::CollectiveTimeout,
+                        detail::concat("process group: the ranks use different collective timeouts: rank ", r, " has ",
+                                       theirs.timeout, " s, rank ", rank_, " has ", timeout_,
+                                       " s; give every rank the same ProcessGroupOptions::timeout or "
+                                       "$LOCKSTEP_COLLECTIVE_TIMEOUT"));
+    }
+    if (theirs.debug != mine.debug) {
+      throw AgreedError(detail::concat(
+          "process group: the ranks use different debug levels: rank ", r, " has LOCKSTEP_DISTRIBUTED_DEBUG=",
+          distributed_debug_name(static_cast<DistributedDebug>(theirs.debug)), ", rank ", rank_, " has ",
+          distributed_debug_name(debug_),
+          "; set it for every rank (mpirun -x LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL passes it to all)"));
+    }
   }
   watchdog_ = std::make_unique<Watchdog>(id_, rank_, size_, timeout_, std::move(hooks));
 }

@@ -90,10 +90,11 @@ class ProcessGroup {
   /// to. The group is the process's n-th (counting from 0), which is its id for the watchdogs:
   /// every rank creates its groups in the same order.
   ProcessGroup(int rank, int size, const ProcessGroupOptions& options);
-  /// Finishes setting the group up once its collectives work: checks that every rank resolved
-  /// the same timeout and debug level (a rank comparing fingerprints alone would pair its
-  /// checks with the others' collectives), then starts the watchdog with `hooks`. The backend's
-  /// factory calls it; collective.
+  /// Finishes setting the group up once its collectives work: checks that every rank could
+  /// resolve its timeout and debug level and resolved the same ones (a rank comparing
+  /// fingerprints alone would pair its checks with the others' collectives), then starts the
+  /// watchdog with `hooks`. A problem on any rank is an AgreedError on every rank, so that all
+  /// of them leave the job cleanly. The backend's factory calls it; collective.
   void start_watchdog(WatchdogHooks hooks);
   /// Stops the watchdog: a backend calls it first in its destructor if its hooks use what the
   /// destructor tears down.
@@ -127,8 +128,11 @@ class ProcessGroup {
   int rank_;
   int size_;
   uint64_t id_;
-  double timeout_;
-  DistributedDebug debug_;
+  double timeout_ = 0.0;
+  DistributedDebug debug_ = DistributedDebug::off;
+  // Why this rank could not resolve its settings (an invalid $LOCKSTEP_COLLECTIVE_TIMEOUT, say),
+  // or empty: told to every rank by start_watchdog.
+  std::string settings_problem_;
   uint64_t seq_ = 0;
   std::unique_ptr<Watchdog> watchdog_;
 };

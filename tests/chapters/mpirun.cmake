@@ -12,17 +12,28 @@ function(lockstep_mpirun_test name ranks match)
   set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 300 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endfunction()
 
+# What only an abort prints: a rank's C++ runtime ending it ("terminate called"), MPI_Abort's
+# banner, or mpirun naming a rank killed by a signal.
+set(NOT_AN_ABORT "terminate called|MPI_ABORT was invoked|exited on signal")
+
+# lockstep_mpirun_refusal_test(NAME MATCH ARGS...): `mpirun ARGS...` (ARGS name the ranks,
+# e.g. "-n;1;prog;--a;:;-n;1;prog;--b") must end with a clean non-zero exit on both ranks:
+# each prints MATCH once, none aborts (an error every rank reaches together, AgreedError).
+function(lockstep_mpirun_refusal_test name match)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} "-DPROGRAM=${MPIEXEC_EXECUTABLE}" "-DARGS=${ARGN}" -DEXPECT=failure
+                   "-DMATCH=${match}" -DTIMES=2 "-DFORBID=${NOT_AN_ABORT}" -P ${RUN_PROGRAM})
+  set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 120 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+endfunction()
+
 # Ranks started with different settings (mpirun's "A : B" starts one rank of each): the job
 # ends at start, on every rank, naming the setting and each rank's value, where it used to
 # hang (batch size, step limit, --trace on one rank), crash (bucket caps) or train on
 # overlapping shards (seed). chapters/common/settings_agreement.h.
 function(lockstep_mpirun_disagreement_test name program match flag first second)
   set(run $<TARGET_FILE:${program}> --device cpu --model mlp --max-steps=2)
-  add_test(NAME ${name}
-           COMMAND ${CMAKE_COMMAND} "-DPROGRAM=${MPIEXEC_EXECUTABLE}"
-                   "-DARGS=${MPIEXEC_NUMPROC_FLAG};1;${run};${flag};${first};:;${MPIEXEC_NUMPROC_FLAG};1;${run};${flag};${second}"
-                   -DEXPECT=failure "-DMATCH=${match}" -P ${RUN_PROGRAM})
-  set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 120 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+  lockstep_mpirun_refusal_test(${name} "${match}" ${MPIEXEC_NUMPROC_FLAG} 1 ${run} ${flag} ${first} :
+                               ${MPIEXEC_NUMPROC_FLAG} 1 ${run} ${flag} ${second})
 endfunction()
 
 # Chapter 4's fault lab (chapters/common/fault_lab.h): each classic failure ends the job with
@@ -81,6 +92,46 @@ lockstep_mpirun_disagreement_test(chapter5_ranks_disagree_on_amp chapter5
 lockstep_mpirun_disagreement_test(chapter6_ranks_disagree_on_warmup chapter6
   "different --warmup-epochs: rank 0 has 0.5, rank 1 has 0.25; every rank must be started with the same value"
   --warmup-epochs 0.5 0.25)
+
+# The process group's own settings, read from flags or the environment on each rank: invalid
+# on every rank, on one rank only, or different between ranks. Every rank ends with the
+# sentence and exit status 1 (they used to print it, then abort in MPI's progress thread).
+set(mlp_run --device cpu --model mlp --max-steps=2)
+set(timeout_text "LOCKSTEP_COLLECTIVE_TIMEOUT: ")
+foreach(case "chapter4;abc;expected a number of seconds, got .abc. .on every rank."
+             "chapter5;-1;expected a collective timeout in seconds, finite and >= 0 .0 turns the watchdog off., got -1 .on every rank."
+             "chapter6;nan;expected a collective timeout in seconds, finite and >= 0 .0 turns the watchdog off., got nan .on every rank."
+             "chapter4;inf;expected a collective timeout in seconds, finite and >= 0 .0 turns the watchdog off., got inf .on every rank."
+             "chapter5;10s;expected a number of seconds, got .10s. .on every rank."
+             "chapter6;5 ;expected a number of seconds, got .5 . .on every rank.")
+  list(GET case 0 program)
+  list(GET case 1 value)
+  list(GET case 2 match)
+  string(MAKE_C_IDENTIFIER "${value}" id)
+  lockstep_mpirun_refusal_test(${program}_refuses_collective_timeout_${id} "${program}: error: .${timeout_text}${match}"
+                               ${MPIEXEC_NUMPROC_FLAG} 2 env "LOCKSTEP_COLLECTIVE_TIMEOUT=${value}"
+                               $<TARGET_FILE:${program}> ${mlp_run})
+endforeach()
+lockstep_mpirun_refusal_test(chapter4_refuses_a_timeout_variable_on_one_rank
+  "chapter4: error: rank 1: .LOCKSTEP_COLLECTIVE_TIMEOUT: expected a number of seconds, got .soon."
+  ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:chapter4> ${mlp_run} : ${MPIEXEC_NUMPROC_FLAG} 1
+  env LOCKSTEP_COLLECTIVE_TIMEOUT=soon $<TARGET_FILE:chapter4> ${mlp_run})
+foreach(program chapter4 chapter6)
+  lockstep_mpirun_refusal_test(${program}_refuses_an_unknown_debug_variable
+    "${program}: error: .LOCKSTEP_DISTRIBUTED_DEBUG: expected OFF or DETAIL, got .bogus. .on every rank."
+    ${MPIEXEC_NUMPROC_FLAG} 2 env LOCKSTEP_DISTRIBUTED_DEBUG=bogus $<TARGET_FILE:${program}> ${mlp_run})
+endforeach()
+lockstep_mpirun_refusal_test(chapter5_refuses_debug_level_info
+  "chapter5: error: .LOCKSTEP_DISTRIBUTED_DEBUG: expected OFF or DETAIL, got .INFO. .on every rank."
+  ${MPIEXEC_NUMPROC_FLAG} 2 env LOCKSTEP_DISTRIBUTED_DEBUG=INFO $<TARGET_FILE:chapter5> ${mlp_run})
+lockstep_mpirun_refusal_test(chapter5_ranks_disagree_on_collective_timeout
+  "the ranks use different collective timeouts: rank [01] has (5|60) s, rank [01] has (5|60) s; [^\n]* .use the same --collective-timeout on every rank."
+  ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:chapter5> ${mlp_run} --collective-timeout 5 : ${MPIEXEC_NUMPROC_FLAG} 1
+  $<TARGET_FILE:chapter5> ${mlp_run})
+lockstep_mpirun_refusal_test(chapter6_ranks_disagree_on_distributed_debug
+  "the ranks use different debug levels: rank [01] has LOCKSTEP_DISTRIBUTED_DEBUG=(OFF|DETAIL), rank [01] has (OFF|DETAIL)"
+  ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:chapter6> ${mlp_run} --distributed-debug detail : ${MPIEXEC_NUMPROC_FLAG} 1
+  $<TARGET_FILE:chapter6> ${mlp_run})
 
 lockstep_fault_lab_test(chapter4_fault_freeze "--max-steps;10;--fault;freeze"
   "rank 1 did not answer: it is stopped .SIGSTOP, a debugger. or frozen; it never reached #[0-9]+"

@@ -1,6 +1,8 @@
 # Runs a program and checks its exit status and output.
 #   cmake -DPROGRAM=path "-DARGS=--a;--b" -DEXPECT=success|failure "-DMATCH=regex" -P run_program.cmake
 # EXPECT=failure means a normal non-zero exit (an error message), not a crash by a signal.
+# Optional: -DTIMES=n, MATCH must match n times (once per rank of a job); "-DFORBID=regex",
+# output that must not appear (a rank's abort under mpirun, which mpirun's own status hides).
 execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(EXPECT STREQUAL "success" AND NOT status EQUAL 0)
@@ -11,4 +13,16 @@ if(EXPECT STREQUAL "failure" AND (status EQUAL 0 OR NOT status MATCHES "^[0-9]+$
 endif()
 if(DEFINED MATCH AND NOT "${out}${err}" MATCHES "${MATCH}")
   message(FATAL_ERROR "${PROGRAM}'s output does not match '${MATCH}'")
+endif()
+if(DEFINED TIMES)
+  # Each match becomes a token, counted as a list without the ';' a matched text may hold.
+  string(REGEX REPLACE "${MATCH}" "<match>" marked "${out}${err}")
+  string(REGEX MATCHALL "<match>" matches "${marked}")
+  list(LENGTH matches found)
+  if(NOT found EQUAL TIMES)
+    message(FATAL_ERROR "${PROGRAM}'s output matches '${MATCH}' ${found} time(s), expected ${TIMES}")
+  endif()
+endif()
+if(DEFINED FORBID AND "${out}${err}" MATCHES "${FORBID}")
+  message(FATAL_ERROR "${PROGRAM}'s output has '${CMAKE_MATCH_0}', which a clean exit never prints")
 endif()
