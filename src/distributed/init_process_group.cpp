@@ -42,13 +42,17 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
     throw;
   }
   // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
-  // each would train alone on the whole dataset, without a word. (Other launchers are MPI's
-  // own, or Slurm's, whose variables a batch script also holds when it runs one process.)
-  if (launch.launcher == "torchrun" && launch.world_size != s.cpu_group->size()) {
+  // each would train alone on the whole dataset, without a word. Slurm's variables are also
+  // held by a batch script that runs one process (task 0 of the allocation, a world of one);
+  // a task above 0 that MPI sees alone was started by srun without MPI support.
+  const bool torchrun_without_mpi = launch.launcher == "torchrun" && launch.world_size != s.cpu_group->size();
+  const bool srun_without_mpi = launch.launcher == "slurm" && launch.rank > 0 && s.cpu_group->size() == 1;
+  if (torchrun_without_mpi || srun_without_mpi) {
     const std::string message = detail::concat(
-        "init_process_group: torchrun started a job of ", launch.world_size, " process(es), but MPI sees ",
-        s.cpu_group->size(), "; Lockstep's process groups run over MPI, so start the job with mpirun -n ",
-        launch.world_size, " (or srun with MPI support)");
+        "init_process_group: ", launch.launcher, " says this process is rank ", launch.rank, " of ",
+        launch.world_size, ", but MPI sees a job of ", s.cpu_group->size(),
+        " process(es); Lockstep's process groups run over MPI, so start the job with mpirun -n ", launch.world_size,
+        " (or srun with MPI support, e.g. srun --mpi=pmix)");
     // Nothing to retry: shut MPI down, so the process can end cleanly.
     destroy_process_group();
     throw Error(message);

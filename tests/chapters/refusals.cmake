@@ -89,9 +89,20 @@ lockstep_program_test(chapter2_cuda_without_gpu chapter2 failure "cannot use cud
 lockstep_program_test(chapter4_nccl_needs_cuda chapter4 failure "NCCL backend moves CUDA tensors only.*use --device cuda, or --backend mpi"
                       --backend nccl --max-steps=1)
 # Started as if by torchrun, which starts no MPI job: a clear error, not two one-rank jobs.
-lockstep_program_test(chapter4_torchrun_needs_mpirun chapter4 failure "torchrun started a job of 2 process.*but MPI sees 1"
+lockstep_program_test(chapter4_torchrun_needs_mpirun chapter4 failure
+                      "torchrun says this process is rank 0 of 2, but MPI sees a job of 1 process.es.; .*mpirun -n 2"
                       --max-steps=1)
 set_tests_properties(chapter4_torchrun_needs_mpirun PROPERTIES ENVIRONMENT "RANK=0;WORLD_SIZE=2")
+# Slurm's task 1 of 2 alone (srun without MPI support): refused like torchrun's. Task 0 of a
+# batch script that runs one process is a world of one (chapter4_slurm_batch_script_runs_alone).
+lockstep_program_test(chapter4_srun_without_mpi_is_refused chapter4 failure
+                      "slurm says this process is rank 1 of 2, but MPI sees a job of 1 process.es.; .*srun --mpi=pmix"
+                      --max-steps=1)
+set_tests_properties(chapter4_srun_without_mpi_is_refused PROPERTIES ENVIRONMENT "SLURM_PROCID=1;SLURM_NTASKS=2")
+lockstep_program_test(chapter4_slurm_batch_script_runs_alone chapter4 success "world: 1 rank.s. started by slurm"
+                      --model mlp --max-steps=1)
+set_tests_properties(chapter4_slurm_batch_script_runs_alone PROPERTIES ENVIRONMENT
+                     "SLURM_PROCID=0;SLURM_NTASKS=2;SLURM_TASKS_PER_NODE=2")
 # A model that cannot take the dataset's images (the made-up CIFAR-10 of chapter_tests.cmake).
 lockstep_program_test(chapter3_cnn_needs_fashion_mnist chapter3 failure "use --model resnet or resnet50 with --dataset cifar10"
                       --dataset cifar10 --data ${FAKE_CIFAR} --max-steps=1)
