@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include <unistd.h>
+
 #include "common/program.h"
 #include "lockstep.h"
 #include "tensor/ops/cuda/gemm.h"
@@ -91,6 +93,17 @@ bool saved_tensor_example() {
 }
 
 // 4. How fast is the CPU at the operation deep learning is made of?
+// The timing holds three n x n f32 matrices (a, b and the product): refused before any work
+// when they need more than this machine's memory, rather than failing or swapping half-way.
+void check_matmul_fits(int64_t n) {
+  const double needed = 3.0 * 4.0 * static_cast<double>(n) * static_cast<double>(n);
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double gib = double(1 << 30);
+  LOCKSTEP_CHECK(memory <= 0.0 || needed <= memory, "--size ", n, ": the timing needs three ", n, "x", n,
+                 " f32 matrices, about ", std::llround(needed / gib), " GiB, and this machine has about ",
+                 std::llround(memory / gib), " GiB of memory; use a smaller --size");
+}
+
 double matmul_gflops(int64_t n, uint64_t seed) {
   section("4. Matrix multiply on the CPU");
   //! [matmul]
@@ -280,6 +293,7 @@ int main(int argc, char** argv) {
 
   return run_program(app, argc, argv, [&] {
     if (threads > 0) set_num_threads(threads);
+    check_matmul_fits(size);
     const GpuChoice choice = choose_gpu(device);
     std::cout << "Part 1: tensors\n";
     tensors_and_views();

@@ -83,7 +83,8 @@ class CpuAllocator final : public Allocator {
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     void* ptr = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
     if (ptr == nullptr) {
-      LOCKSTEP_FAIL("cpu allocator: out of memory allocating ", nbytes, " bytes");
+      LOCKSTEP_FAIL("cpu allocator: out of memory: cannot allocate ", nbytes, " bytes (",
+                    static_cast<double>(nbytes) / double(1 << 30), " GiB) for a tensor; use smaller tensors");
     }
     return ptr;
   }

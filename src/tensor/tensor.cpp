@@ -168,9 +168,16 @@ template <class Draw>
 Tensor random_tensor(const Shape& shape, const TensorOptions& options, Draw draw) {
   LOCKSTEP_CHECK(is_floating(options.dtype()), "rand/randn: expected a floating dtype, got ",
                  dtype_name(options.dtype()));
-  std::vector<double> values(static_cast<size_t>(shape_numel(shape)));
-  for (double& v : values) v = draw();
-  return from_vector(values, shape, options);
+  // Drawn straight into the tensor's own memory: the allocator says so if it does not fit.
+  Tensor host = empty(shape, TensorOptions().dtype(options.dtype()));
+  dispatch_all(options.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = host.data_ptr<T>();
+    for (int64_t i = 0; i < host.numel(); ++i) out[i] = static_cast<T>(draw());
+  });
+  Tensor result = host.to(options.device());
+  if (options.requires_grad()) result.requires_grad_(true);
+  return result;
 }
 }  // namespace
 

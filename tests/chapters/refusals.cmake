@@ -38,6 +38,10 @@ lockstep_program_test(chapter2_rejects_too_many_threads chapter2 failure
                       "--threads: expected a number from 0 to 1024, got '100000'" --threads 100000)
 lockstep_program_test(chapter3_rejects_a_word_for_a_number chapter3 failure "--lr: expected a number above 0, got 'fast'"
                       --lr fast)
+# A matmul larger than the machine's memory: refused before any work (it said std::bad_alloc).
+lockstep_program_test(chapter1_rejects_a_size_beyond_memory chapter1 failure
+                      "--size 10000000: the timing needs three 10000000x10000000 f32 matrices, about [0-9]+ GiB, and this machine has about [0-9]+ GiB of memory; use a smaller --size"
+                      --size 10000000)
 lockstep_program_test(chapter1_rejects_bad_device chapter1 failure "unknown device 'tpu': expected cpu, cuda or cuda:N"
                       --device tpu)
 # Chapter 6's warm-up flags: the bad values refused with a sentence (a short warm-up that runs

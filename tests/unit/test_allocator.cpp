@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "lockstep.h"
 
@@ -57,4 +60,21 @@ TEST(CpuAllocator, AFreedTensorsStorageIsReusedByTheNextTensorOfItsSize) {
   EXPECT_EQ(b.data_ptr<float>(), first);
   EXPECT_EQ(sum(b).item(), 512.0 * 512.0);  // ones() wrote every element of the reused block
   EXPECT_EQ(cpu_cached_bytes(), 0u);
+}
+
+// A tensor larger than any machine's memory is an error naming its size, not std::bad_alloc:
+// randn draws straight into the tensor the allocator gives, or refuses.
+TEST(CpuAllocator, ATensorBeyondMemoryIsAnErrorThatSaysSo) {
+  const int64_t n = int64_t(1) << 22;  // n x n f32: 64 TiB
+  for (const auto& make : std::vector<std::function<Tensor()>>{[&] { return empty({n, n}); },
+                                                                 [&] { return randn({n, n}); }}) {
+    try {
+      make();
+      FAIL() << "a 64 TiB tensor was allocated";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cpu allocator: out of memory: cannot allocate 70368744177664 bytes"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
