@@ -25,6 +25,7 @@
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/sampler.h"
+#include "distributed/agreed_error.h"
 #include "distributed/check_in_sync.h"
 #include "distributed/collective_caller.h"
 #include "distributed/distributed_data_parallel.h"

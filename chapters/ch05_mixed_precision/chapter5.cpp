@@ -2,6 +2,7 @@
 // pass under autocast (bf16 or f16 matmuls and convolutions, f32 master weights) and, for f16,
 // dynamic loss scaling with a GradScaler whose skipped steps every rank agrees on.
 // Run: make chapter5 && ./chapter5, or mpirun -n 2 ./chapter5
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -89,8 +90,8 @@ int run(const Options& o) {
                      shared("--amp", o.amp), shared("--scaler", o.scaler), shared("--comm-hook", o.comm_hook),
                      shared("--init-scale", o.init_scale), shared("--growth-interval", o.growth_interval),
                      shared("--inf-at-step", o.inf_at_step), shared("--inf-on-rank", o.inf_on_rank)});
-  LOCKSTEP_CHECK(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
-                 ": the job has only ", group.size(), " rank(s), numbered from 0");
+  LOCKSTEP_CHECK_AGREED(o.inf_at_step == 0 || o.inf_on_rank < group.size(), "--inf-on-rank ", o.inf_on_rank,
+                        ": the job has only ", group.size(), " rank(s), numbered from 0");
 
   const Precision precision = resolve_precision(o, device);
   print_rank0(precision_line(precision, device));
@@ -116,6 +117,14 @@ int run(const Options& o) {
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
                                                       DistributedSamplerOptions().seed(o.train.seed));
   DataLoader loader(data.train, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
+  // An overflow planted after the last step would never happen: refused rather than unseen.
+  const int64_t steps_per_epoch = (sampler->num_samples() + o.train.batch_size - 1) / o.train.batch_size;
+  const int64_t run_steps = o.train.max_steps > 0 ? std::min(o.train.max_steps, o.train.epochs * steps_per_epoch)
+                                                  : o.train.epochs * steps_per_epoch;
+  LOCKSTEP_CHECK_AGREED(o.inf_at_step <= run_steps, "--inf-at-step ", o.inf_at_step, ": the run has only ", run_steps,
+                        " step(s) (", o.train.epochs, " epoch(s) of ", steps_per_epoch,
+                        " steps", o.train.max_steps > 0 ? ", --max-steps " + std::to_string(o.train.max_steps) : "",
+                        "), so no gradient would overflow; choose a step from 1 to ", run_steps);
   SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   //! [scaler]
   // 3. The scaler. Disabled (bf16, or --amp off), it passes everything through: scale(loss) is
@@ -230,11 +239,12 @@ int main(int argc, char** argv) {
   app.add_option("--init-scale", o.init_scale, "the GradScaler's first scale")->check(positive_number());
   app.add_option("--growth-interval", o.growth_interval, "clean steps in a row before the scale doubles")
       ->check(positive_number());
-  app.add_option("--inf-at-step", o.inf_at_step, "make the gradients of step N (from 1) inf on one rank, to watch "
+  CLI::Option* inf_at_step = app.add_option("--inf-at-step", o.inf_at_step, "make the gradients of step N (from 1) inf on one rank, to watch "
                                                  "the step being skipped everywhere (0: never)")
       ->check(non_negative_number());
   app.add_option("--inf-on-rank", o.inf_on_rank, "the rank whose gradients --inf-at-step makes inf")
-      ->check(non_negative_number());
+      ->check(non_negative_number())
+      ->needs(inf_at_step);
   add_rank_flags(app, o.rank);
   add_metrics_flag(app, o.metrics);
   return run_program(app, argc, argv, [&] { return run(o); });

@@ -107,9 +107,6 @@ int run(const Options& o) {
   // micro-batch, 1 / (ranks x accumulate) of the step's images.
   const double warmup_start_factor =
       o.warmup_start_factor > 0.0 ? o.warmup_start_factor : 1.0 / static_cast<double>(group.size() * o.accumulate);
-  LOCKSTEP_CHECK(o.warmup_epochs <= o.train.epochs, "--warmup-epochs ", o.warmup_epochs,
-                 " is longer than the run (--epochs ", o.train.epochs,
-                 "): the learning rate would never reach --lr; warm up over fewer epochs");
   check_ranks_agree(group, device,
                     {shared("--model", o.model), shared("--dataset", o.dataset), shared("--norm", o.norm),
                      shared("--optimizer", o.optimizer), shared("--epochs", o.train.epochs),
@@ -119,6 +116,13 @@ int run(const Options& o) {
                      shared("--warmup-epochs", o.warmup_epochs), shared("--warmup-start-factor", warmup_start_factor),
                      shared("--seed", faults.seed(o.train.seed)), shared("--save-every", o.save_every),
                      shared("--checkpoint", o.checkpoint), shared("--resume", o.resume)});
+  // Flags that would do nothing, refused with the reason (the same on every rank, from here on).
+  LOCKSTEP_CHECK_AGREED(o.warmup_epochs <= o.train.epochs, "--warmup-epochs ", o.warmup_epochs,
+                        " is longer than the run (--epochs ", o.train.epochs,
+                        "): the learning rate would never reach --lr; warm up over fewer epochs");
+  LOCKSTEP_CHECK_AGREED(!o.checkpoint.empty(),
+                        "--checkpoint is empty: name the file checkpoints are written to (the default is "
+                        "chapter6-checkpoint.safetensors)");
   if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's optimiser steps
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
@@ -143,7 +147,12 @@ int run(const Options& o) {
   //    until --lr, --warmup-epochs later (PyTorch's LinearLR, stepped per iteration as Goyal et
   //    al. do). An epoch is the optimiser steps of one pass: micro-batches / --accumulate.
   std::unique_ptr<LinearLR> warmup;
-  const int64_t steps_per_epoch = (sampler->num_samples() + o.train.batch_size - 1) / o.train.batch_size / o.accumulate;
+  const int64_t micro_batches_per_epoch = (sampler->num_samples() + o.train.batch_size - 1) / o.train.batch_size;
+  LOCKSTEP_CHECK_AGREED(o.accumulate <= micro_batches_per_epoch, "--accumulate ", o.accumulate, ": an epoch has only ",
+                        micro_batches_per_epoch, " micro-batch(es) of --batch-size ", o.train.batch_size,
+                        " per rank, so no optimiser step would ever run; use --accumulate ", micro_batches_per_epoch,
+                        " or fewer, or a smaller --batch-size");
+  const int64_t steps_per_epoch = micro_batches_per_epoch / o.accumulate;
   if (o.warmup_epochs > 0.0) {
     const int64_t warmup_steps =
         std::max<int64_t>(1, std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch)));
@@ -161,7 +170,7 @@ int run(const Options& o) {
   state.sampler = sampler.get();
   state.batch_size = o.train.batch_size;
   //! [state]
-  int64_t step = 0, first_epoch = 0;
+  int64_t step = 0, first_epoch = 0, resumed_in_epoch = 0;
   if (!o.resume.empty()) {
     //! [resume]
     // 5. Resume: every rank reads the file onto its own device (map_location) before DDP
@@ -170,6 +179,7 @@ int run(const Options& o) {
     //! [resume]
     step = info.global_step;
     first_epoch = info.epoch;
+    resumed_in_epoch = info.step_in_epoch;
     print_rank0("resumed from " + o.resume + ": epoch " + std::to_string(info.epoch + 1) + ", " +
                 std::to_string(info.step_in_epoch) + " micro-batch(es) of it done, step " +
                 std::to_string(info.global_step) + (info.bit_exact ? " (bit-exact)" : ""));
@@ -196,6 +206,32 @@ int run(const Options& o) {
   int epoch = static_cast<int>(first_epoch);
   bool printed_statistics = false;
   uint64_t final_checksum = 0;
+  // The end of an epoch: every rank's model compared, then evaluated on the test set.
+  auto finish_epoch = [&] {
+    ddp->sync_buffers();
+    const InSyncReport sync = check_in_sync(ddp->module(), group);
+    LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
+    result = evaluate(ddp->module(), data.test, group, device);
+    char line[200];
+    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images", epoch,
+                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count);
+    log_rank(line);
+    final_checksum = sync.checksum;
+  };
+  // A finished job submitted again (or resumed from its last checkpoint) trains nothing more:
+  // it says so, and evaluates what it loaded as the epoch it ended in.
+  const bool last_epoch_done = epoch == o.train.epochs - 1 && resumed_in_epoch >= micro_batches_per_epoch;
+  const bool nothing_left =
+      epoch >= o.train.epochs || last_epoch_done || (o.train.max_steps > 0 && step >= o.train.max_steps);
+  if (nothing_left) {
+    ++epoch;
+    print_rank0("nothing left to train: the checkpoint is at step " + std::to_string(step) + ", epoch " +
+                std::to_string(first_epoch + 1) + ", and the run ends at " +
+                (o.train.max_steps > 0 ? "--max-steps " + std::to_string(o.train.max_steps)
+                                       : "--epochs " + std::to_string(o.train.epochs)) +
+                "; evaluating the checkpoint's model");
+    finish_epoch();
+  }
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position
     // Micro-batches of this epoch done: those before a resume, then this run's.
@@ -203,7 +239,8 @@ int run(const Options& o) {
     ++epoch;
     ddp->train();
     Timer timer;
-    int64_t micro = 0;  // micro-batches of the current step so far
+    int64_t micro = 0;          // micro-batches of the current step so far
+    int64_t epoch_batches = 0;  // micro-batches this run trained in this epoch
     for (const Batch& batch : loader) {
       if (faults.runs_out_before(done_in_epoch + 1)) break;  // --fault kill, freeze, uneven
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
@@ -214,14 +251,15 @@ int run(const Options& o) {
       //    warm-up moves the learning rate once per optimiser step, after it (PyTorch's order).
       const bool last_micro = ++micro == o.accumulate;
       if (micro == 1) optimizer->zero_grad();
+      const bool backward = !faults.skips_backward(done_in_epoch + 1);  // --fault skip-backward
       if (!last_micro) {
         auto no_sync = ddp->no_sync();
         loss = cross_entropy((*ddp)(inputs), targets);
-        (loss / static_cast<double>(o.accumulate)).backward();  // local: no all-reduce
+        if (backward) (loss / static_cast<double>(o.accumulate)).backward();  // local: no all-reduce
         ++quiet_backwards;
       } else {
         loss = cross_entropy((*ddp)(inputs), targets);
-        (loss / static_cast<double>(o.accumulate)).backward();  // the one all-reduce of the step
+        if (backward) (loss / static_cast<double>(o.accumulate)).backward();  // the step's one all-reduce
         optimizer->step();
         if (warmup) warmup->step();
         micro = 0;
@@ -230,6 +268,7 @@ int run(const Options& o) {
       }
       //! [accumulate]
       ++done_in_epoch;
+      ++epoch_batches;
       samples += targets.numel();
       if (!printed_statistics) {
         // The statistics each rank's first forward normalised with: its own batch's with
@@ -253,22 +292,19 @@ int run(const Options& o) {
       }
       if (micro == 0 && o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
-    loss.item();  // wait for the device, so the time is the work's
-    train_seconds += timer.seconds();
-    check_training_loss(loss.item(), 1, step, epoch);
-
-    ddp->sync_buffers();
-    const InSyncReport sync = check_in_sync(ddp->module(), group);
-    LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
-    result = evaluate(ddp->module(), data.test, group, device);
-    char line[200];
-    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images", epoch,
-                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count);
-    log_rank(line);
-    final_checksum = sync.checksum;
+    // A run resumed from the end of an epoch has no batch of it left: only its evaluation.
+    if (epoch_batches > 0) {
+      loss.item();  // wait for the device, so the time is the work's
+      train_seconds += timer.seconds();
+      check_training_loss(loss.item(), 1, step, epoch);
+    }
+    finish_epoch();
   }
 
-  const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
+  // Every rank trained the same number of steps, so either all of them collect the throughput
+  // or none does.
+  const Throughput speed = samples > 0 ? all_rank_throughput(samples, train_seconds, loss, group, device)
+                                       : Throughput{0.0, 0.0, std::nan("")};
   const int64_t saved = quiet_backwards * static_cast<int64_t>(ddp->buckets().size());
   if (o.accumulate > 1) {
     print_rank0("accumulation: " + std::to_string(quiet_backwards) + " backward pass(es) inside no_sync() saved " +

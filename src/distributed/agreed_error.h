@@ -23,3 +23,12 @@ class AgreedError : public Error {
 };
 
 }  // namespace lockstep
+
+/// Throws an AgreedError with the streamed message parts unless `cond` holds. For a check that
+/// every rank makes on values the ranks have already agreed on (flags compared by the chapters'
+/// check_ranks_agree, the data's sizes), so that all of them stop at it together. Example:
+/// `LOCKSTEP_CHECK_AGREED(k <= steps, "--accumulate ", k, ": an epoch has only ", steps, " batches");`
+#define LOCKSTEP_CHECK_AGREED(cond, ...)                                                     \
+  do {                                                                                       \
+    if (!(cond)) throw ::lockstep::AgreedError(::lockstep::detail::concat(__VA_ARGS__));     \
+  } while (0)

@@ -206,3 +206,27 @@ add_test(NAME chapter6_resume_after_kill_with_warmup
                  -P ${RESUME_AFTER_KILL})
 set_tests_properties(chapter6_resume_after_kill_with_warmup PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+# A checkpoint at the end of an epoch resumes (the made-up CIFAR-10 has 7 steps of 8 images per
+# rank in an epoch), and the finished job submitted again evaluates and exits 0.
+add_test(NAME chapter6_resume_at_epoch_end
+         COMMAND ${CMAKE_COMMAND} -DMPIRUN=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:chapter6>
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DEPOCH_STEPS=7
+                 "-DEXTRA=--dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8"
+                 -P ${CMAKE_CURRENT_LIST_DIR}/resume_at_epoch_end.cmake)
+set_tests_properties(chapter6_resume_at_epoch_end PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+# Flags that would do nothing are refused on every rank: more micro-batches per step than an
+# epoch has (it trained zero steps and exited 0).
+lockstep_mpirun_refusal_test(chapter6_refuses_accumulate_beyond_an_epoch
+  "chapter6: error: --accumulate 8: an epoch has only 7 micro-batch.es. of --batch-size 8 per rank, so no optimiser step would ever run"
+  ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:chapter6> --device cpu --dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8
+  --accumulate 8)
+# The fault lab's skip-backward in chapter 6 (it announced the fault and did nothing): the
+# other rank's all-reduce waits, and the watchdog ends the job.
+add_test(NAME chapter6_fault_skip_backward
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCOMMAND=${MPIEXEC_EXECUTABLE};${MPIEXEC_NUMPROC_FLAG};2;$<TARGET_FILE:chapter6>;--device;cpu;--dataset;cifar10;--data;${VARIED_CIFAR};--batch-size;8;--max-steps;5;--collective-timeout;5;--fault;skip-backward"
+                 "-DMATCH=watchdog: #[0-9]+ [^\n]* has not finished 5 s after this rank started it" -DLIMIT=40
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_job_fails.cmake)
+set_tests_properties(chapter6_fault_skip_backward PROPERTIES LABELS "chapter;mpi" TIMEOUT 120
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")

@@ -39,6 +39,18 @@ lockstep_program_test(chapter2_rejects_too_many_threads chapter2 failure
 lockstep_program_test(chapter3_rejects_a_word_for_a_number chapter3 failure "--lr: expected a number above 0, got 'fast'"
                       --lr fast)
 # A matmul larger than the machine's memory: refused before any work (it said std::bad_alloc).
+# Flags that would do nothing: an overflow planted after the last step, a rank for an overflow
+# that is never planted, and chapter 6's checkpoint with no file name.
+lockstep_program_test(chapter5_rejects_inf_at_step_past_the_end chapter5 failure
+                      "--inf-at-step 6: the run has only 5 step.s. .2 epoch.s. of [0-9]+ steps, --max-steps 5., so no gradient would overflow"
+                      --model mlp --max-steps 5 --inf-at-step 6)
+lockstep_program_test(chapter5_inf_on_rank_needs_inf_at_step chapter5 failure "--inf-on-rank requires --inf-at-step"
+                      --model mlp --max-steps 5 --inf-on-rank 0)
+# (add_test keeps the empty argument, which a list passed on to run_program.cmake would drop;
+# the message is printed only on the error path.)
+add_test(NAME chapter6_rejects_an_empty_checkpoint COMMAND chapter6 --max-steps 1 --checkpoint "")
+set_tests_properties(chapter6_rejects_an_empty_checkpoint PROPERTIES LABELS chapter PASS_REGULAR_EXPRESSION
+                     "chapter6: error: --checkpoint is empty: name the file checkpoints are written to")
 lockstep_program_test(chapter1_rejects_a_size_beyond_memory chapter1 failure
                       "--size 10000000: the timing needs three 10000000x10000000 f32 matrices, about [0-9]+ GiB, and this machine has about [0-9]+ GiB of memory; use a smaller --size"
                       --size 10000000)
