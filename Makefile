@@ -56,21 +56,11 @@ missing=""; for p in $(1); do \
 	done
 endef
 
-# Installs only what is missing of the packages $(1). As root it runs apt-get; otherwise it
-# prints the one command.
-define install_missing
-	@$(call find_missing,$(1)); \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then \
-	  echo "Installing missing Debian packages:$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
-	else \
-	  echo "Missing Debian packages. Please run as root (with sudo, or after su -):"; \
-	  echo "  apt-get update && apt-get install -y$$missing"; \
-	  exit 1; \
-	fi
-endef
+# Installs only what is missing of the packages $(1) (tools/debian_packages.sh): nothing to do
+# prints nothing; as root, one line naming the packages, apt-get's own output going to APT_LOG
+# (its last lines printed if it fails); otherwise it prints the one apt-get command to run.
+APT_LOG ?= $(BUILD_DIR)/apt.log
+install_missing = @tools/debian_packages.sh install $(APT_LOG) $(1)
 
 deps:
 	$(call install_missing,$(DEBIAN_PACKAGES))
@@ -158,10 +148,7 @@ clean:
 GPU_DEPS := libcli11-dev nlohmann-json3-dev libstb-dev libgtest-dev libbenchmark-dev libbenchmark1debian \
   zlib1g-dev dataset-fashion-mnist
 gpu-deps:
-	@rm -rf .deps/debs && mkdir -p .deps/debs .deps/root
-	@cd .deps/debs && apt-get download $(GPU_DEPS)
-	@for deb in .deps/debs/*.deb; do dpkg -x $$deb .deps/root; done
-	@echo "Unpacked into .deps/root: $(GPU_DEPS)"
+	@tools/debian_packages.sh unpack .deps .deps/apt.log $(GPU_DEPS)
 
 # Chapter 4's benchmarks (scaling over 2 ranks, bucketed vs raw all-reduce, overlap); not tests.
 bench-ddp: build
