@@ -167,7 +167,8 @@ bench-amp: build
 # core; without a GPU an epoch is the first RESULTS_TRAIN_IMAGES training images, so that the
 # whole table takes minutes, not hours (0: the whole training set). RESULTS_TORCH=/usr/bin/python3
 # adds PyTorch's one device as a row (for resnet50 it needs torchvision on PYTHONPATH: see
-# tests/reference/resnet50_torchvision.py).
+# tests/reference/resnet50_torchvision.py). A CIFAR-10 subset has RESULTS_TRAIN_IMAGES / 5 test
+# images (its loader wants as many records in every file), so RESULTS_TEST_IMAGES is Fashion-MNIST's.
 RESULTS_MODEL ?= resnet50
 RESULTS_DATASET ?= fashion-mnist
 RESULTS_DATA ?=
@@ -184,7 +185,8 @@ results: configure mpirun-as-root
 	@/usr/bin/python3 tools/results/results.py --build $(BUILD_DIR) --out $(RESULTS_DIR) --model $(RESULTS_MODEL) \
 	  --dataset $(RESULTS_DATASET) $(if $(RESULTS_DATA),--data $(RESULTS_DATA)) --devices $(RESULTS_DEVICES) \
 	  --batch-size $(RESULTS_BATCH) --epochs $(RESULTS_EPOCHS) --train-images $(RESULTS_TRAIN_IMAGES) \
-	  --test-images $(RESULTS_TEST_IMAGES) $(if $(RESULTS_TORCH),--torch-python $(RESULTS_TORCH))
+	  $(if $(filter cifar10,$(RESULTS_DATASET)),,--test-images $(RESULTS_TEST_IMAGES)) \
+	  $(if $(RESULTS_TORCH),--torch-python $(RESULTS_TORCH))
 
 # Lockstep beside PyTorch on the CPU, alternated, ROUNDS times (tests/bench/torch_benchmarks.sh):
 # the table of the CPU kernels' work, with every run and the ratio of the medians.
