@@ -386,4 +386,8 @@ def write_table(args, kind, available, rows, dataset, gpu_names, today, out):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C: the running configuration got the signal too and ends
+        print("results.py: interrupted", file=sys.stderr)
+        sys.exit(130)
