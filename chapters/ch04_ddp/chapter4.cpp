@@ -9,6 +9,7 @@
 #include "common/distributed_run.h"
 #include "common/fault_lab.h"
 #include "common/named_datasets.h"
+#include "common/preemption.h"
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
@@ -113,6 +114,10 @@ int run(const Options& o) {
   //! [sampler]
 
   SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
+  // SIGUSR1, SIGTERM or SIGINT: every rank stops after the same step (chapter 6 explains).
+  // With --join the ranks step different numbers of times, so they agree at epoch ends only.
+  PreemptionWatch preemption;
+  bool preempted = false;
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0;
   Tensor loss;
@@ -160,6 +165,7 @@ int run(const Options& o) {
         window_loss.zero_();
       }
       if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
+      if (!o.join && (preempted = preemption.should_stop())) break;
     }
     join.finish();
     loss.item();  // wait for the device, so the time is the work's
@@ -168,6 +174,8 @@ int run(const Options& o) {
     // The steps after the last full window, now that the device has finished them (and before
     // a rank's NaN weights could be taken for ranks drifting apart).
     check_training_loss(window_loss.item(), batch_index % kReportSteps, step, epoch);
+    if (o.join && !preempted) preempted = preemption.should_stop();
+    if (preempted) break;
 
     //! [check]
     // 7. Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank
@@ -183,6 +191,13 @@ int run(const Options& o) {
                   epoch, checksum_hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy);
     log_rank(line);
     //! [check]
+  }
+
+  if (preempted) {
+    print_rank0("preempted (" + preemption.reason() + "): every rank stopped after step " + std::to_string(step) +
+                "; chapter 4 keeps no checkpoint (chapter 6's --checkpoint does), so nothing is saved");
+    destroy_process_group();
+    return kPreemptedExitStatus;
   }
 
   // 8. Throughput over all ranks: every rank's samples, over the slowest rank's time.

@@ -10,6 +10,7 @@
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
 #include "common/named_datasets.h"
+#include "common/preemption.h"
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
@@ -135,6 +136,8 @@ int run(const Options& o) {
                         .growth_interval(o.growth_interval));
   //! [scaler]
 
+  PreemptionWatch preemption;  // SIGUSR1, SIGTERM or SIGINT: every rank stops after the same step
+  bool preempted = false;
   int64_t step = 0, samples = 0, skipped = 0;
   double train_seconds = 0.0;
   Tensor loss;
@@ -179,7 +182,9 @@ int run(const Options& o) {
       samples += targets.numel();
       metrics.record(step, epoch, loss, timer, {scaler.get_scale(), stepped ? 0.0 : 1.0});
       if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
+      if ((preempted = preemption.should_stop())) break;
     }
+    if (preempted) break;
     loss.item();  // wait for the device, so the time is the work's
     train_seconds += timer.seconds();
     // Without --metrics nothing reads the loss during the epoch (a read would make the CPU wait
@@ -205,6 +210,13 @@ int run(const Options& o) {
                   static_cast<long long>(epoch_skipped), static_cast<long long>(epoch_steps),
                   checksum_hex(sync.checksum).c_str());
     log_rank(line);
+  }
+
+  if (preempted) {
+    print_rank0("preempted (" + preemption.reason() + "): every rank stopped after step " + std::to_string(step) +
+                "; chapter 5 keeps no checkpoint (chapter 6's --checkpoint does), so nothing is saved");
+    destroy_process_group();
+    return kPreemptedExitStatus;
   }
 
   // 6. Throughput over all ranks, as in chapter 4.

@@ -9,12 +9,15 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "common/device_choice.h"
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
 #include "common/fault_lab.h"
 #include "common/named_datasets.h"
+#include "common/preemption.h"
 #include "common/program.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
@@ -47,7 +50,9 @@ struct Options {
   double warmup_start_factor = 0.0;  // 0: not given, 1 / (ranks x accumulate)
   int64_t save_every = 0;
   std::string checkpoint = "chapter6-checkpoint.safetensors";
+  bool checkpoint_given = false;  // --checkpoint on the command line: a preempted run saves there too
   std::string resume;
+  std::vector<std::string> command_line;  // argv, for the command that resumes a preempted run
   std::string metrics;
   RankFlags rank;
   FaultFlags fault;
@@ -123,7 +128,10 @@ int run(const Options& o) {
   LOCKSTEP_CHECK_AGREED(!o.checkpoint.empty(),
                         "--checkpoint is empty: name the file checkpoints are written to (the default is "
                         "chapter6-checkpoint.safetensors)");
-  if (group.rank() == 0 && o.save_every > 0) check_output_file("--checkpoint", o.checkpoint);
+  // Checkpoints are written every --save-every steps, and when a signal stops the run if
+  // --checkpoint was given: the file must be writable before any work.
+  const bool saves = o.save_every > 0 || o.checkpoint_given;
+  if (group.rank() == 0 && saves) check_output_file("--checkpoint", o.checkpoint);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's optimiser steps
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
@@ -232,6 +240,22 @@ int run(const Options& o) {
                 "; evaluating the checkpoint's model");
     finish_epoch();
   }
+  //! [save]
+  // 7. Save on rank 0 (every rank holds the same model and optimiser state), after gathering
+  //    every rank's random state; then a barrier, so that no rank reads the file before it is
+  //    complete, and every rank compares it with its own model.
+  auto save = [&](int64_t done_in_epoch) {
+    state.epoch = epoch - 1;
+    state.step_in_epoch = done_in_epoch;
+    state.global_step = step;
+    state.default_generator_states = all_gather_generator_states(cpu_process_group());
+    save_checkpoint(o.checkpoint, state, group.rank(), group.size());
+    group.barrier();
+    compare_with_checkpoint(o.checkpoint, *model, device, step);
+  };
+  //! [save]
+  PreemptionWatch preemption;
+  bool preempted = false;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position
     // Micro-batches of this epoch done: those before a resume, then this run's.
@@ -276,22 +300,19 @@ int run(const Options& o) {
         log_rank("after this run's first forward, " + first_running_mean(ddp->module()));
         printed_statistics = true;
       }
-      if (micro == 0 && o.save_every > 0 && step % o.save_every == 0) {
-        //! [save]
-        // 7. Save on rank 0 (every rank holds the same model and optimiser state), after
-        //    gathering every rank's random state; then a barrier, so that no rank reads the
-        //    file before it is complete, and every rank compares it with its own model.
-        state.epoch = epoch - 1;
-        state.step_in_epoch = done_in_epoch;
-        state.global_step = step;
-        state.default_generator_states = all_gather_generator_states(cpu_process_group());
-        save_checkpoint(o.checkpoint, state, group.rank(), group.size());
-        group.barrier();
-        compare_with_checkpoint(o.checkpoint, *model, device, step);
-        //! [save]
-      }
+      const bool saved = micro == 0 && o.save_every > 0 && step % o.save_every == 0;
+      if (saved) save(done_in_epoch);
       if (micro == 0 && o.train.max_steps > 0 && step >= o.train.max_steps) break;
+      //! [preempt]
+      // 8. A signal (SIGUSR1, SIGTERM, SIGINT) on any rank: every rank stops after the same
+      //    step, and the run is saved there so that it can go on later.
+      if (micro == 0 && (preempted = preemption.should_stop())) {
+        if (saves && !saved) save(done_in_epoch);
+        break;
+      }
+      //! [preempt]
     }
+    if (preempted) break;
     // A run resumed from the end of an epoch has no batch of it left: only its evaluation.
     if (epoch_batches > 0) {
       loss.item();  // wait for the device, so the time is the work's
@@ -299,6 +320,15 @@ int run(const Options& o) {
       check_training_loss(loss.item(), 1, step, epoch);
     }
     finish_epoch();
+  }
+
+  if (preempted) {
+    print_rank0("preempted (" + preemption.reason() + "): every rank stopped after step " + std::to_string(step) +
+                (saves ? "; checkpoint " + o.checkpoint + " written. Resume with:\n  " +
+                             resume_command(o.command_line, group.size(), o.checkpoint)
+                       : "; nothing saved (give --checkpoint FILE to save a preempted run)"));
+    destroy_process_group();
+    return kPreemptedExitStatus;
   }
 
   // Every rank trained the same number of steps, so either all of them collect the throughput
@@ -349,10 +379,16 @@ int main(int argc, char** argv) {
       ->needs(warmup_epochs);
   app.add_option("--save-every", o.save_every, "rank 0 writes a checkpoint every N optimiser steps (0: never)")
       ->check(non_negative_number());
-  app.add_option("--checkpoint", o.checkpoint, "the checkpoint file --save-every writes");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "the checkpoint file --save-every writes; given, a run stopped by SIGUSR1, SIGTERM or SIGINT "
+                 "saves there too");
   app.add_option("--resume", o.resume, "go on from this checkpoint: model, optimiser, position, random state");
   add_metrics_flag(app, o.metrics);
   add_rank_flags(app, o.rank);
   add_fault_flags(app, o.fault);
-  return run_program(app, argc, argv, [&] { return run(o); });
+  o.command_line.assign(argv, argv + argc);
+  return run_program(app, argc, argv, [&] {
+    o.checkpoint_given = app.count("--checkpoint") > 0;
+    return run(o);
+  });
 }

@@ -1,6 +1,7 @@
 #include "distributed/init_process_group.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include "core/error.h"
 #include "distributed/agreed_error.h"
@@ -16,6 +17,8 @@ namespace {
 struct DistributedState {
   std::shared_ptr<ProcessGroup> default_group;
   std::shared_ptr<ProcessGroup> cpu_group;
+  std::vector<std::shared_ptr<ProcessGroup>> new_groups;  // new_group's, in order
+  ProcessGroupOptions options;                           // init_process_group's, for new_group
 };
 
 DistributedState& state() {
@@ -32,6 +35,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
   LOCKSTEP_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: expected backend \"mpi\" or \"nccl\", got \"",
                  backend, "\" (choose_backend resolves \"auto\")");
   const LaunchInfo launch = detect_launch();
+  s.options = options;
   // MPI is the launcher's other half: it knows the ranks for certain, whoever started us. When
   // the ranks' settings are invalid or differ, every rank learns it here together, and shuts
   // MPI down (with its progress service) so that each can leave with a clean exit.
@@ -73,6 +77,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
 
 bool is_initialized() { return state().default_group != nullptr; }
 
+ProcessGroup& new_group(std::optional<DistributedDebug> debug) {
+  DistributedState& s = state();
+  LOCKSTEP_CHECK(is_initialized(), "new_group: no default process group: call init_process_group first");
+  ProcessGroupOptions options = s.options;
+  if (debug) options.debug(*debug);
+  s.new_groups.push_back(make_mpi_process_group(options));
+  return *s.new_groups.back();
+}
+
 ProcessGroup& default_process_group() {
   LOCKSTEP_CHECK(is_initialized(), "no default process group: call init_process_group first");
   return *state().default_group;
@@ -88,8 +101,10 @@ void destroy_process_group() {
   // The MPI group exists from the start of init_process_group, the default group only at its
   // end: an init that failed half-way is shut down here too.
   if (s.cpu_group == nullptr) return;
-  // The NCCL group first (it was built on the MPI one), then the MPI group, whose destructor
-  // waits for its worker to finish the collectives still queued; MPI itself last.
+  // new_group's groups and the NCCL group first (it was built on the MPI one), then the MPI
+  // group; each destructor waits for its worker to finish the collectives still queued. MPI
+  // itself last.
+  s.new_groups.clear();
   s.default_group.reset();
   s.cpu_group.reset();
   mpi::finalize();

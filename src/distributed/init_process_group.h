@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/device.h"
@@ -36,6 +37,16 @@ ProcessGroup& default_process_group();
 /// A group that can send CPU tensors: the default group itself with the MPI backend; with NCCL,
 /// the MPI group that started it (like a "gloo" group beside an "nccl" one in PyTorch).
 ProcessGroup& cpu_process_group();
+
+/// Another process group over every rank (torch.distributed.new_group()), with the MPI backend
+/// and init_process_group's options: its collectives never pair with another group's, so a
+/// helper can run its own (a check at every step, say) without changing the order of the
+/// training's. `debug`, when given, replaces init_process_group's debug level: a group whose
+/// collectives are the same on every rank by construction can leave DETAIL's fingerprint
+/// checks out, which would otherwise make its collectives wait for each other. Collective:
+/// every rank creates its groups in the same order. Valid until destroy_process_group, which
+/// destroys it with the others; an error before init_process_group.
+ProcessGroup& new_group(std::optional<DistributedDebug> debug = std::nullopt);
 
 /// Waits for the last collectives, destroys the groups and shuts MPI down. Every rank calls it
 /// at the end (it also runs at exit if the program forgot).

@@ -230,3 +230,27 @@ add_test(NAME chapter6_fault_skip_backward
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_job_fails.cmake)
 set_tests_properties(chapter6_fault_skip_backward PROPERTIES LABELS "chapter;mpi" TIMEOUT 120
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+
+# Preemption that saves (chapters/common/preemption.h): a signal mid-epoch stops every rank after
+# the same step with exit status 75; chapter 6 writes its checkpoint and prints the command that
+# resumes, which ends with the uninterrupted run's checksum (8 epochs of the made-up CIFAR-10,
+# 7 steps each, so that the signal, sent after step 2, arrives long before the end).
+set(PREEMPT ${CMAKE_CURRENT_LIST_DIR}/preempt_and_resume.sh)
+set(preempt_cifar --device cpu --threads 1 --dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8 --epochs 8)
+set(preempt_mlp --device cpu --threads 1 --model mlp --epochs 1)
+foreach(case "chapter6_sigusr1_to_mpirun_saves_and_resumes;chapter6;usr1-mpirun;yes"
+             "chapter6_sigterm_to_every_rank_saves_and_resumes;chapter6;term-ranks;yes"
+             "chapter4_sigterm_to_every_rank_stops_at_one_step;chapter4;term-ranks;no"
+             "chapter5_sigusr1_to_mpirun_stops_at_one_step;chapter5;usr1-mpirun;no")
+  list(GET case 0 name)
+  list(GET case 1 program)
+  list(GET case 2 how)
+  list(GET case 3 resume)
+  set(flags ${preempt_mlp})
+  if(program STREQUAL "chapter6")
+    set(flags ${preempt_cifar})
+  endif()
+  add_test(NAME ${name} COMMAND bash ${PREEMPT} ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:${program}>
+                                ${CMAKE_CURRENT_BINARY_DIR} ${how} ${resume} ${flags})
+  set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 300 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+endforeach()

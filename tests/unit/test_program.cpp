@@ -1,12 +1,15 @@
 // The chapters' program layer (chapters/common/): a library error of a kind that one of the
 // chapters' flags can fix gets that flag as advice, every other error keeps its message; number
 // flags take only numbers that make sense, output files are tried before the work, and a loss
-// that became inf or NaN ends training with its steps named.
+// that became inf or NaN ends training with its steps named; a stop signal is noted for the step
+// boundary, and the command that resumes a stopped run repeats its flags.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "common/named_datasets.h"
+#include "common/preemption.h"
 #include "common/program.h"
 #include "common/training_loss.h"
 #include "data/cifar10.h"
@@ -218,6 +222,48 @@ TEST(NamedDatasets, AMadeUpCifar10SetsItsCountAndAFileCutShortIsNamed) {
   write("data_batch_3.bin", 1);
   test::expect_error([&] { load_train_test("cifar10", dir.string()); }, "data_batch_3.bin' holds 3073 bytes");
   std::filesystem::remove_all(dir);
+}
+
+// A stop signal is noted, not acted on: the training loop reads it at a step boundary.
+TEST(StopSignals, TheFirstSignalIsNotedAndTheProcessGoesOn) {
+  for (const int signal : {SIGUSR1, SIGTERM, SIGINT}) {
+    const StopSignals signals;
+    EXPECT_EQ(signals.received(), 0);
+    std::raise(signal);
+    EXPECT_EQ(signals.received(), signal);
+  }
+}
+
+// A second signal means "now": the process ends by it, as without a handler.
+TEST(StopSignals, ASecondSignalEndsTheProcessAtOnce) {
+  EXPECT_EXIT(
+      {
+        const StopSignals signals;
+        std::raise(SIGTERM);
+        if (signals.received() != SIGTERM) std::exit(1);
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGTERM), "");
+}
+
+// The handlers last as long as the watch: afterwards a signal does what it did before.
+TEST(StopSignals, TheDestructorPutsThePreviousHandlerBack) {
+  EXPECT_EXIT(
+      {
+        { const StopSignals signals; }
+        std::raise(SIGUSR1);
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGUSR1), "");
+}
+
+TEST(ResumeCommand, RepeatsTheFlagsWithTheNewResumeQuotedForTheShell) {
+  EXPECT_EQ(resume_command({"./chapter6", "--epochs", "2", "--resume", "old.safetensors", "--lr=0.1"}, 2,
+                           "run 1/ck.safetensors"),
+            "mpirun -n 2 ./chapter6 --epochs 2 --lr=0.1 --resume 'run 1/ck.safetensors'");
+  EXPECT_EQ(resume_command({"./chapter6", "--resume=old", "--data", "it's here"}, 1, "ck"),
+            "./chapter6 --data 'it'\\''s here' --resume ck");
 }
 
 }  // namespace
