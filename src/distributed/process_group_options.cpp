@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -33,11 +34,13 @@ double ProcessGroupOptions::resolved_timeout(const std::function<const char*(con
   if (timeout_) return *timeout_;
   const char* text = getenv("LOCKSTEP_COLLECTIVE_TIMEOUT");
   if (text == nullptr || *text == '\0') return kDefaultTimeout;
-  // The whole value must be a number: "10s" or "ten" is refused rather than read as 10 or 0.
+  // The whole value must be a decimal number: "10s" or "ten" is refused rather than read as 10
+  // or 0, and " 5" or "0x10" (which strtod would take as 5 and 16) as the command-line flags are.
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
-  LOCKSTEP_CHECK(end != text && *end == '\0', "$LOCKSTEP_COLLECTIVE_TIMEOUT: expected a number of seconds, got \"",
-                 text, "\"");
+  const bool decimal = !std::isspace(static_cast<unsigned char>(text[0])) && std::strpbrk(text, "xX") == nullptr;
+  LOCKSTEP_CHECK(end != text && *end == '\0' && decimal,
+                 "$LOCKSTEP_COLLECTIVE_TIMEOUT: expected a number of seconds, got \"", text, "\"");
   check_timeout(seconds, "$LOCKSTEP_COLLECTIVE_TIMEOUT");
   return seconds;
 }

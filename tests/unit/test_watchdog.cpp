@@ -63,7 +63,7 @@ TEST(ProcessGroupOptions, CodeBeatsEnvironmentBeatsDefault) {
 }
 
 TEST(ProcessGroupOptions, MalformedSettingsAreErrorsNamingThem) {
-  for (const char* bad : {"ten", "10s", "-1", "inf", "nan", "1e999"}) {
+  for (const char* bad : {"ten", "10s", "5 ", " 5", "0x10", "-1", "inf", "nan", "1e999"}) {
     try {
       ProcessGroupOptions().resolved_timeout(environment({{"LOCKSTEP_COLLECTIVE_TIMEOUT", bad}}));
       ADD_FAILURE() << "accepted LOCKSTEP_COLLECTIVE_TIMEOUT=" << bad;
