@@ -3,6 +3,12 @@
 # EXPECT=failure means a normal non-zero exit (an error message), not a crash by a signal.
 # Optional: -DTIMES=n, MATCH must match n times (once per rank of a job); "-DFORBID=regex",
 # output that must not appear (a rank's abort under mpirun, which mpirun's own status hides).
+# -DNEEDS=path "-DSKIP=reason": where `path` does not exist, the program is not run and the test
+# prints "SKIP: reason" (the test's SKIP_REGULAR_EXPRESSION makes CTest count it as skipped).
+if(DEFINED NEEDS AND NOT EXISTS "${NEEDS}")
+  message("SKIP: ${SKIP}")
+  return()
+endif()
 execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(EXPECT STREQUAL "success" AND NOT status EQUAL 0)
