@@ -76,6 +76,7 @@ void check_options(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
   check_output_file("--save", o.save);
   check_output_file("--trace", o.trace);
+  check_input_file("--load", o.load);
 }
 
 int run(const Options& o) {

@@ -66,9 +66,10 @@ int run(const Options& o) {
   // all-reduce on the MPI worker's row...), merged into one file at the end.
   if (!o.trace.empty()) enable_trace();
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
-  // Each rank reads its own copy of the data: the copies must be the same size.
+  // Each rank reads its own copy of the data: the copies must be the same, in size and bytes.
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
-                                    shared("--data (test images)", data.test->size())});
+                                    shared("--data (test images)", data.test->size()),
+                                    shared("--data (files' contents)", data.fingerprint)});
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
 
   //! [broadcast]

@@ -100,9 +100,10 @@ int run(const Options& o) {
   check_model_fits_dataset(o.model, o.dataset);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "", {"scale", "skipped"});
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
-  // Each rank reads its own copy of the data: the copies must be the same size.
+  // Each rank reads its own copy of the data: the copies must be the same, in size and bytes.
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
-                                    shared("--data (test images)", data.test->size())});
+                                    shared("--data (test images)", data.test->size()),
+                                    shared("--data (files' contents)", data.fingerprint)});
 
   // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
   //    they are the master weights; autocast casts them for each forward pass.

@@ -1,12 +1,19 @@
 #include "common/named_datasets.h"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "core/error.h"
 #include "data/cifar10.h"
 #include "data/fashion_mnist.h"
 #include "nn/models.h"
+#include "util/fnv1a.h"
+#include "util/regular_file.h"
 
 namespace lockstep {
 
@@ -25,6 +32,27 @@ int64_t cifar10_records_per_file(const std::string& dir) {
   return made_up ? records : kCifar10RecordsPerFile;
 }
 
+// FNV-1a 64 of the bytes of the training set's files and then the test set's, each file whole,
+// as 16 hex digits.
+std::string files_fingerprint(const std::vector<std::string>& train_files, const std::vector<std::string>& test_files) {
+  uint64_t hash = kFnv1aOffsetBasis;
+  std::vector<char> buffer(size_t(1) << 20);
+  for (const std::vector<std::string>* paths : {&train_files, &test_files}) {
+    for (const std::string& path : *paths) {
+      const UniqueFile file = fopen_regular_file("--data", path, "rb");
+      LOCKSTEP_CHECK(file != nullptr, "--data: cannot read '", path, "' (", std::strerror(errno), ")");
+      size_t got = 0;
+      while ((got = std::fread(buffer.data(), 1, buffer.size(), file.get())) > 0) {
+        hash = fnv1a(buffer.data(), got, hash);
+      }
+      LOCKSTEP_CHECK(!std::ferror(file.get()), "--data: cannot read '", path, "' (", std::strerror(errno), ")");
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 }  // namespace
 
 TrainTestSets load_train_test(const std::string& name, const std::string& data_dir) {
@@ -34,13 +62,15 @@ TrainTestSets load_train_test(const std::string& name, const std::string& data_d
                                       "version (data_batch_1.bin ... data_batch_5.bin, test_batch.bin)");
     const int64_t records = cifar10_records_per_file(data_dir);
     sets = {std::make_shared<TensorDataset>(cifar10(data_dir, true, records)),
-            std::make_shared<TensorDataset>(cifar10(data_dir, false, records)), data_dir};
+            std::make_shared<TensorDataset>(cifar10(data_dir, false, records)), data_dir,
+            files_fingerprint(cifar10_files(data_dir, true), cifar10_files(data_dir, false))};
   } else {
     LOCKSTEP_CHECK(name == "fashion-mnist", "unknown dataset '", name, "': expected fashion-mnist or cifar10");
     // Fashion-MNIST is found in the usual places: --data, $LOCKSTEP_DATA, data/, Debian's package.
     const std::string root = find_data_dir(data_dir);
     sets = {std::make_shared<TensorDataset>(fashion_mnist(root, true)),
-            std::make_shared<TensorDataset>(fashion_mnist(root, false)), root};
+            std::make_shared<TensorDataset>(fashion_mnist(root, false)), root,
+            files_fingerprint(fashion_mnist_files(root, true), fashion_mnist_files(root, false))};
   }
   LOCKSTEP_CHECK(sets.train->size() > 0, "the training set holds no images: nothing to train on");
   return sets;

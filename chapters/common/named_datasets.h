@@ -12,17 +12,23 @@
 
 namespace lockstep {
 
-/// A dataset's training and test sets, in memory, and the directory they were read from.
+/// A dataset's training and test sets, in memory, the directory they were read from, and a
+/// fingerprint of the files' contents.
 struct TrainTestSets {
   std::shared_ptr<TensorDataset> train;  ///< the training set
   std::shared_ptr<TensorDataset> test;   ///< the test set
   std::string directory;                 ///< where the files were found
+  /// FNV-1a 64 (util/fnv1a.h) of the bytes of every file read, one after another in a fixed
+  /// order, as 16 hex digits: ranks compare it, so that a rank whose copy of the data differs
+  /// (another version, a file damaged on one node) is caught even when the sizes agree.
+  std::string fingerprint;
 };
 
 /// Loads the dataset `name`: "fashion-mnist" (1 x 28 x 28), from `data_dir` or else from the
 /// places find_data_dir() searches, or "cifar10" (3 x 32 x 32, CIFAR-10's binary version),
 /// which has no Debian package and so must be in `data_dir`. Throws, naming what to do, for
-/// another name, a missing directory, missing files or a training set without images.
+/// another name, a missing directory, missing files or a training set without images. The files
+/// are read a second time, as they are on disk, for TrainTestSets::fingerprint.
 TrainTestSets load_train_test(const std::string& name, const std::string& data_dir);
 
 /// Adds `--model` (one of make_model()'s names, into `model`) and `--dataset` (fashion-mnist or

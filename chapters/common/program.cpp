@@ -1,5 +1,8 @@
 #include "common/program.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -9,9 +12,11 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <system_error>
 
 #include "core/error.h"
 #include "distributed/launch.h"
+#include "util/regular_file.h"
 
 namespace lockstep {
 
@@ -101,15 +106,30 @@ void check_output_file(const std::string& flag, const std::string& path) {
                  folder.string(), "' does not exist");
   LOCKSTEP_CHECK(!std::filesystem::is_directory(path), flag, " ", path,
                  ": this is a folder; name a file to write, in it or elsewhere");
+  // A device node, FIFO or socket is refused before it is opened: a FIFO's open would wait for
+  // a reader, and a save would replace the node.
+  const std::string kind = non_regular_kind(path);
+  LOCKSTEP_CHECK(kind.empty(), flag, " ", path, ": this is ", kind, "; name a regular file to write");
   // Only trying tells: file permissions mean nothing to root, and a read-only mount or a file
   // system such as /sys refuses new files whatever they say. Opening for appending changes
-  // nothing in a file that exists; one that did not is removed again.
-  const bool existed = std::filesystem::exists(path);
-  std::FILE* file = std::fopen(path.c_str(), "ab");
-  const int error = errno;
-  LOCKSTEP_CHECK(file != nullptr, flag, " ", path, ": cannot write this file (", std::strerror(error), ")");
-  std::fclose(file);
-  if (!existed) std::remove(path.c_str());
+  // nothing in a file that exists; one that did not is removed again. Through a symbolic link
+  // that is the file it points to, which is the one the program writes.
+  const std::string target = final_link_target(flag, path);
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(target, ignored);
+  const int fd = open_regular_file(flag, target, O_WRONLY | O_CREAT | O_APPEND);
+  LOCKSTEP_CHECK(fd >= 0, flag, " ", path, ": cannot write this file (", std::strerror(errno), ")");
+  ::close(fd);
+  if (!existed) std::remove(target.c_str());
+}
+
+void check_input_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::string kind = non_regular_kind(path);
+  LOCKSTEP_CHECK(kind.empty(), flag, " ", path, ": this is ", kind, "; name a regular file to read");
+  const int fd = open_regular_file(flag, path, O_RDONLY);
+  LOCKSTEP_CHECK(fd >= 0, flag, " ", path, ": cannot read this file (", std::strerror(errno), ")");
+  ::close(fd);
 }
 
 std::string error_message(const std::exception& error) {

@@ -54,12 +54,22 @@ constexpr int kMaxThreads = 1024;
 CLI::Validator thread_count();
 
 /// Refuses, with a sentence naming `flag`, an output `path` the program could not write at the
-/// end of its run: its folder does not exist, it is a folder itself, or a file cannot be created
-/// (or opened for writing) there, e.g. on a read-only file system. So a program that writes its
-/// files after training fails before its work rather than after it. The check tries the write
-/// and leaves nothing behind: an existing file is opened without being changed, and a file made
-/// only for the try is removed. An empty path (the flag not given) passes.
+/// end of its run: its folder does not exist, it is a folder itself, it is not a regular file
+/// (`--save /dev/null: this is a character device; name a regular file to write`; a FIFO, a
+/// socket), or a file cannot be created (or opened for writing) there, e.g. on a read-only file
+/// system. So a program that writes its files after training fails before its work rather than
+/// after it. The check tries the write, without blocking (util/regular_file.h), and leaves
+/// nothing behind: an existing file is opened without being changed, and a file made only for
+/// the try is removed (through a symbolic link: the file it points to). An empty path (the
+/// flag not given) passes.
 void check_output_file(const std::string& flag, const std::string& path);
+
+/// Refuses, with a sentence naming `flag`, an input `path` the program could not read later:
+/// one that is not a regular file (`--load in: this is a FIFO (named pipe); name a regular
+/// file to read`; a folder, a device, a socket) or that cannot be opened for reading (`--resume
+/// x: cannot read this file (No such file or directory)`). Called before any data is loaded,
+/// so that a wrong path costs no time. An empty path (the flag not given) passes.
+void check_input_file(const std::string& flag, const std::string& path);
 
 /// The last line a chapter prints: `RESULT chapter=N key=value key=value ...`, read by the tests
 /// and benchmarks. Keys keep the order in which they were added.

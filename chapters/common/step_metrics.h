@@ -6,11 +6,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
+#include "util/regular_file.h"
 #include "util/timer.h"
 
 namespace lockstep {
@@ -39,7 +39,7 @@ class StepMetrics {
               const std::vector<double>& extra = {});
 
  private:
-  std::ofstream file_;
+  UniqueFile file_;  // null when no file was asked for
   size_t extra_columns_ = 0;
   int epoch_ = 0;             // the epoch of the last row
   double epoch_seconds_ = 0;  // epoch_timer's reading at the last row

@@ -32,15 +32,17 @@ const std::vector<std::string>& cifar10_classes() {
   return classes;
 }
 
+std::vector<std::string> cifar10_files(const std::string& root, bool train) {
+  const std::filesystem::path folder(root);
+  if (!train) return {(folder / "test_batch.bin").string()};
+  std::vector<std::string> paths;
+  for (int b = 1; b <= 5; ++b) paths.push_back((folder / ("data_batch_" + std::to_string(b) + ".bin")).string());
+  return paths;
+}
+
 TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_file) {
   LOCKSTEP_CHECK(records_per_file > 0, "cifar10: expected a positive number of records per file, got ",
                  records_per_file);
-  std::vector<std::string> names;
-  if (train) {
-    for (int b = 1; b <= 5; ++b) names.push_back("data_batch_" + std::to_string(b) + ".bin");
-  } else {
-    names.push_back("test_batch.bin");
-  }
 
   // Each file must hold exactly `records_per_file` whole records. The file has no header, so
   // that count is the only size there is to trust: reading stops one byte past it, which
@@ -51,11 +53,9 @@ TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_f
                  " records per file would need more than 2^31 bytes per file; CIFAR-10's files hold 10000");
   const int64_t expected = records_per_file * kCifar10RecordBytes;
   std::vector<std::vector<uint8_t>> files;
-  std::vector<std::string> paths;
-  for (const std::string& name : names) {
-    const std::string path = (std::filesystem::path(root) / name).string();
-    files.push_back(GzipFile(path).read_up_to(expected + 1));
-    paths.push_back(path);
+  const std::vector<std::string> paths = cifar10_files(root, train);
+  for (const std::string& path : paths) {
+    files.push_back(GzipFile(path, "cifar10").read_up_to(expected + 1));
     const int64_t bytes = static_cast<int64_t>(files.back().size());
     LOCKSTEP_CHECK(bytes == expected, "cifar10: '", path, "' holds ", describe_length(bytes, expected),
                    " but should hold ", records_per_file, records_per_file == 1 ? " record of " : " records of ",

@@ -27,16 +27,22 @@ constexpr int64_t kCifar10RecordsPerFile = 10000;
 /// Bytes per record: one label byte, then the image's 3 x 32 x 32 pixel bytes.
 constexpr int64_t kCifar10RecordBytes = 1 + 3 * 32 * 32;
 
+/// The paths of the files that cifar10(root, train) reads, in the order it reads them:
+/// `root`/data_batch_1.bin to data_batch_5.bin for the training set, `root`/test_batch.bin for
+/// the test set.
+std::vector<std::string> cifar10_files(const std::string& root, bool train);
+
 /// Loads the training set (data_batch_1.bin to data_batch_5.bin, in that order) or the test set
 /// (test_batch.bin) from directory `root`. Inputs are f32 (N, 3, 32, 32), scaled to [0, 1] and
 /// normalised per channel with kCifar10Mean and kCifar10Std; targets are i64 (N) in 0..9.
 /// Each file must hold exactly `records_per_file` records (the real dataset's 10000 unless a
-/// caller made smaller files, as tests do). Throws, naming the file, if a file is missing, its
-/// length is not exactly that many whole records (empty, cut short at or inside a record, or
-/// longer; reading stops one byte past the expected size, so a file never costs more memory than
-/// that), or a label is not a class, e.g. `cifar10: 'test_batch.bin' holds 6146 bytes (2 whole
-/// records) but should hold 10000 records of 3073 bytes (30730000 bytes: ...); the file is
-/// damaged or not from the binary version of CIFAR-10 (cifar-10-binary.tar.gz)`.
+/// caller made smaller files, as tests do). Throws, naming the file, if a file is missing or
+/// not a regular file (a FIFO, a folder: see util/regular_file.h), its length is not exactly
+/// that many whole records (empty, cut short at or inside a record, or longer; reading stops
+/// one byte past the expected size, so a file never costs more memory than that), or a label
+/// is not a class, e.g. `cifar10: 'test_batch.bin' holds 6146 bytes (2 whole records) but
+/// should hold 10000 records of 3073 bytes (30730000 bytes: ...); the file is damaged or not
+/// from the binary version of CIFAR-10 (cifar-10-binary.tar.gz)`.
 TensorDataset cifar10(const std::string& root, bool train, int64_t records_per_file = kCifar10RecordsPerFile);
 
 }  // namespace lockstep

@@ -42,10 +42,15 @@ const std::vector<std::string>& fashion_mnist_classes() {
   return classes;
 }
 
-TensorDataset fashion_mnist(const std::string& root, bool train) {
+std::vector<std::string> fashion_mnist_files(const std::string& root, bool train) {
   const std::string prefix = train ? "train" : "t10k";
-  const std::string images_path = require_file(root, prefix + "-images-idx3-ubyte");
-  const std::string labels_path = require_file(root, prefix + "-labels-idx1-ubyte");
+  return {require_file(root, prefix + "-images-idx3-ubyte"), require_file(root, prefix + "-labels-idx1-ubyte")};
+}
+
+TensorDataset fashion_mnist(const std::string& root, bool train) {
+  const std::vector<std::string> paths = fashion_mnist_files(root, train);
+  const std::string& images_path = paths[0];
+  const std::string& labels_path = paths[1];
   const Tensor images = read_idx_images(images_path);  // images: (N, 28, 28) u8
   const Tensor labels = read_idx_labels(labels_path);  // labels: (N) u8
 

@@ -19,6 +19,11 @@ constexpr float kFashionMnistStd = 0.3530f;
 /// The ten class names, indexed by label ("T-shirt/top", "Trouser", ... "Ankle boot").
 const std::vector<std::string>& fashion_mnist_classes();
 
+/// The paths of the two files that fashion_mnist(root, train) reads, images then labels: each
+/// the uncompressed name if that file exists in `root`, else the one ending in .gz. Throws,
+/// naming both names, when neither exists.
+std::vector<std::string> fashion_mnist_files(const std::string& root, bool train);
+
 /// Loads the training set (`train`: train-images-idx3-ubyte, train-labels-idx1-ubyte) or the
 /// test set (t10k-...) from directory `root`; each file may also be gzip-compressed with a .gz
 /// suffix. Inputs are f32 (N, 1, 28, 28), the pixels scaled to [0, 1] and then normalised with

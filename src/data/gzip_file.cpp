@@ -1,5 +1,7 @@
 #include "data/gzip_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "util/regular_file.h"
 
 namespace lockstep {
 
@@ -17,13 +20,14 @@ namespace {
 constexpr unsigned kBufferBytes = 1u << 20;
 }  // namespace
 
-GzipFile::GzipFile(const std::string& path) : path_(path) {
+GzipFile::GzipFile(const std::string& path, const std::string& reader) : path_(path) {
   LOCKSTEP_CHECK(!path.empty(), "(empty path): cannot open: no file name was given");
-  errno = 0;
-  file_ = gzopen(path.c_str(), "rb");
-  // gzopen fails through open(), which sets errno ("No such file or directory"), or for lack
-  // of memory, which leaves it 0.
-  LOCKSTEP_CHECK(file_ != nullptr, path, ": cannot open (", errno != 0 ? std::strerror(errno) : "out of memory", ")");
+  const int fd = open_regular_file(reader, path, O_RDONLY);
+  LOCKSTEP_CHECK(fd >= 0, path, ": cannot open (", std::strerror(errno), ")");
+  // gzdopen takes the descriptor over (gzclose closes it); it fails only for lack of memory.
+  file_ = gzdopen(fd, "rb");
+  if (file_ == nullptr) ::close(fd);
+  LOCKSTEP_CHECK(file_ != nullptr, path, ": cannot open (out of memory)");
   gzbuffer(static_cast<gzFile>(file_), kBufferBytes);
 }
 
@@ -42,9 +46,11 @@ int64_t GzipFile::read(void* destination, int64_t nbytes) {
       const char* message = gzerror(file, &code);
       // Z_ERRNO is a failure of the operating system's read; the rest are corrupt gzip data.
       LOCKSTEP_CHECK(code != Z_ERRNO, path_, ": cannot read (", std::strerror(errno), ")");
-      // zlib's message starts with the path again ("<path>: incorrect data check"); drop it.
+      // zlib's message starts with its name for the file, the descriptor it was given
+      // ("<fd:4>: incorrect data check"); drop it, the path says more.
       std::string reason = message;
-      if (reason.rfind(path_ + ": ", 0) == 0) reason.erase(0, path_.size() + 2);
+      const size_t name_end = reason.find(">: ");
+      if (reason.rfind("<fd:", 0) == 0 && name_end != std::string::npos) reason.erase(0, name_end + 3);
       LOCKSTEP_FAIL(path_, ": corrupt gzip data (", reason, ")");
     }
     if (got == 0) {

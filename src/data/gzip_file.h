@@ -11,15 +11,18 @@ namespace lockstep {
 
 /// A file opened for reading through zlib, which decompresses a gzip file (one starting with
 /// the magic bytes 1f 8b) and passes any other file through unchanged. Every error names the
-/// file: `<path>: cannot open (No such file or directory)`.
+/// file: `<path>: cannot open (No such file or directory)`. Only a regular file is opened
+/// (util/regular_file.h): a FIFO, device or folder is refused without waiting on it.
 ///
 /// A compressed file says nothing trustworthy about how large it becomes (a few megabytes of
 /// zeros inflate to gigabytes), so nothing here reads "everything": each read names how many
 /// bytes it wants at most, and readers derive that bound from what the file's header declares.
 class GzipFile {
  public:
-  /// Opens `path`; throws lockstep::Error if it cannot be opened.
-  explicit GzipFile(const std::string& path);
+  /// Opens `path`; throws lockstep::Error if it cannot be opened, or if it is not a regular
+  /// file: `read_idx_images: 'in' is a FIFO (named pipe); name a regular file`, where
+  /// `reader` is the name of the function that reads it.
+  GzipFile(const std::string& path, const std::string& reader);
   /// Closes the file.
   ~GzipFile();
   GzipFile(const GzipFile&) = delete;             ///< Owns an open file; not copyable.

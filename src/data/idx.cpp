@@ -41,7 +41,7 @@ constexpr int64_t kMaxElements = int64_t(1) << 31;
 // (itself capped above), however much a compressed file would inflate to, and the one extra
 // byte tells a file that holds more than its header says from one that holds exactly that.
 Tensor read_idx(const std::string& path, uint32_t rank, const char* what) {
-  GzipFile file(path);
+  GzipFile file(path, rank == 3 ? "read_idx_images" : "read_idx_labels");
 
   // Magic: two zero bytes, the element type (0x08 = unsigned byte), then the rank.
   const uint32_t expected_magic = 0x00000800u | rank;

@@ -24,7 +24,9 @@ namespace lockstep {
 /// the problem, e.g. `train-images-idx3-ubyte.gz: truncated: header says 60000 images of 28x28
 /// but the file holds 1234 bytes of pixel data`, or for too much data `... header says 10
 /// images of 28x28 (7840 bytes of pixel data) but the file holds more (reading stopped at 7841
-/// bytes); ...`. An IDX file may hold 0 images; datasets refuse that themselves.
+/// bytes); ...`. A path that is not a regular file is refused without waiting on it (a FIFO):
+/// `read_idx_images: 'in' is a FIFO (named pipe); name a regular file`. An IDX file may hold 0
+/// images; datasets refuse that themselves.
 Tensor read_idx_images(const std::string& path);
 
 /// Reads an IDX label file (magic 0x00000801): a u8 tensor (N).

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include "core/error.h"
+#include "util/regular_file.h"
 
 // stb_image is a single-header library: this file holds its implementation. Only the formats
 // image_folder accepts are compiled in, and its functions stay private to this file.
@@ -51,8 +54,10 @@ struct DecodedImage {
 DecodedImage decode(const std::string& path, int channels) {
   DecodedImage image;
   int file_channels = 0;
+  const UniqueFile file = fopen_regular_file("image_folder", path, "rb");
+  LOCKSTEP_CHECK(file != nullptr, "image_folder: cannot open '", path, "': ", std::strerror(errno));
   // The last argument asks stb_image to convert to `channels` (gray <-> RGB, alpha dropped).
-  image.pixels.reset(stbi_load(path.c_str(), &image.width, &image.height, &file_channels, channels));
+  image.pixels.reset(stbi_load_from_file(file.get(), &image.width, &image.height, &file_channels, channels));
   LOCKSTEP_CHECK(image.pixels != nullptr, "image_folder: cannot decode '", path, "': ", stbi_failure_reason());
   return image;
 }

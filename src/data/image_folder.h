@@ -22,7 +22,8 @@ namespace lockstep {
 /// 1 (grayscale) or 3 (RGB), and images are converted to it. Every image must have the same
 /// height and width. Targets are i64 (N); classes() holds the folder names. Other files are
 /// skipped. Throws if root is missing, has no class folders, a class folder has no images, an
-/// image cannot be decoded, or the sizes differ.
+/// image cannot be opened (or is no longer a regular file: util/regular_file.h) or decoded, or
+/// the sizes differ.
 TensorDataset image_folder(const std::string& root, int64_t channels = 3);
 
 }  // namespace lockstep

@@ -12,7 +12,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <set>
 #include <utility>
@@ -21,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "util/regular_file.h"
 
 // The format stores little-endian bytes, and tensors are written and read with memcpy-style
 // block copies; that is only correct on a little-endian machine (x86-64 and ARM64 are).
@@ -63,18 +63,27 @@ std::string folder_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// A file written under `target + ".tmp"` that replaces `target` only when commit() succeeds.
-// If anything throws before that, the destructor closes and deletes the temporary file, so a
-// failed save leaves the old checkpoint (if any) untouched and no debris beside it.
+// A file written beside the file that `path` finally names, under that name + ".tmp", which
+// replaces it only when commit() succeeds. The final name is found through symbolic links
+// (final_link_target), as torch.save's open() writes through them: a link stays a link and
+// points at the new contents, where renaming over the link itself would replace it with a
+// regular file and leave its target old. If anything throws before commit(), the destructor
+// closes and deletes the temporary file, so a failed save leaves the old checkpoint (if any)
+// untouched and no debris beside it.
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& target) : target_(target), tmp_(target + ".tmp") {
-    file_ = std::fopen(tmp_.c_str(), "wb");
+  explicit AtomicFile(const std::string& path)
+      : target_(final_link_target("save_safetensors", path)), tmp_(target_ + ".tmp") {
+    // A device node, FIFO, socket or folder is never replaced: refused before anything is written.
+    check_regular_if_exists("save_safetensors", path);
+    // A temporary left by a save that was killed goes first, whatever it is (unlink never removes
+    // a folder), so that the new one is a file of its own, never written through a link.
+    const bool cleared = ::unlink(tmp_.c_str()) == 0 || errno == ENOENT;
+    if (cleared) file_ = fopen_regular_file("save_safetensors", tmp_, "wb");
     LOCKSTEP_CHECK(file_ != nullptr, "save_safetensors: cannot create '", tmp_, "' (to be renamed to '", target_,
                    "'): ", std::strerror(errno));
   }
   ~AtomicFile() {
-    if (file_ != nullptr) std::fclose(file_);
     if (!committed_) std::remove(tmp_.c_str());
   }
   AtomicFile(const AtomicFile&) = delete;
@@ -82,7 +91,7 @@ class AtomicFile {
 
   void write(const void* data, size_t nbytes) {
     if (nbytes == 0) return;
-    LOCKSTEP_CHECK(std::fwrite(data, 1, nbytes, file_) == nbytes, "save_safetensors: cannot write to '", tmp_,
+    LOCKSTEP_CHECK(std::fwrite(data, 1, nbytes, file_.get()) == nbytes, "save_safetensors: cannot write to '", tmp_,
                    "': ", std::strerror(errno));
   }
 
@@ -91,12 +100,11 @@ class AtomicFile {
   // kernel, fsync pushes the kernel's copy to the device); only then does rename() swap the
   // name over, and POSIX makes rename atomic: `target` is the old file or the new one.
   void commit() {
-    LOCKSTEP_CHECK(std::fflush(file_) == 0, "save_safetensors: cannot write to '", tmp_, "': ",
+    LOCKSTEP_CHECK(std::fflush(file_.get()) == 0, "save_safetensors: cannot write to '", tmp_, "': ",
                    std::strerror(errno));
-    LOCKSTEP_CHECK(::fsync(::fileno(file_)) == 0, "save_safetensors: cannot flush '", tmp_, "' to disk: ",
+    LOCKSTEP_CHECK(::fsync(::fileno(file_.get())) == 0, "save_safetensors: cannot flush '", tmp_, "' to disk: ",
                    std::strerror(errno));
-    FILE* file = file_;
-    file_ = nullptr;
+    FILE* file = file_.release();
     LOCKSTEP_CHECK(std::fclose(file) == 0, "save_safetensors: cannot close '", tmp_, "': ", std::strerror(errno));
     if (before_rename_hook()) before_rename_hook()(tmp_);
     LOCKSTEP_CHECK(std::rename(tmp_.c_str(), target_.c_str()) == 0, "save_safetensors: cannot rename '", tmp_,
@@ -118,7 +126,7 @@ class AtomicFile {
  private:
   std::string target_;
   std::string tmp_;
-  FILE* file_ = nullptr;
+  UniqueFile file_;
   bool committed_ = false;
 };
 
@@ -298,11 +306,6 @@ void check_finite(const std::string& path, const Entry& entry, const Tensor& ten
              "or train again (with a lower learning rate, say)");
 }
 
-// Closes a FILE* when loading ends, however it ends.
-struct FileCloser {
-  void operator()(FILE* file) const { std::fclose(file); }
-};
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors,
@@ -361,7 +364,7 @@ void set_save_before_rename_hook(std::function<void(const std::string&)> hook) {
 }  // namespace detail
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  const UniqueFile file = fopen_regular_file("load_safetensors", path, "rb");
   check_file(file != nullptr, path, "cannot open the file: ", std::strerror(errno));
   const auto read = [&](void* out, uint64_t nbytes, const char* what) {
     if (nbytes == 0) return;  // empty tensors may have no memory to point at
@@ -373,7 +376,6 @@ StateDict load_safetensors(const std::string& path, std::map<std::string, std::s
   struct stat info;
   check_file(::fstat(::fileno(file.get()), &info) == 0, path, "cannot find the size of the file: ",
              std::strerror(errno));
-  check_file(S_ISREG(info.st_mode), path, "is not a regular file (a directory?)");
   const uint64_t file_size = static_cast<uint64_t>(info.st_size);
   check_file(file_size >= 8, path, "the file is ", file_size,
              " bytes long, too short for a safetensors file, which starts with an 8-byte header length");

@@ -37,15 +37,21 @@ namespace lockstep {
 /// empty, is written first as the header's `"__metadata__"` entry.
 ///
 /// Tensors must be on the CPU (move them with `tensor.to(Device::cpu())` first); non-contiguous
-/// tensors are saved as their contiguous copy. The file is written atomically: the bytes go to
-/// `path + ".tmp"`, reach the disk (fsync), and only then replace `path` by a rename, whose new
-/// directory entry is made durable by an fsync of the folder; so `path` holds either the old
-/// checkpoint or the complete new one, never a half-written file, even after a crash or a
-/// power cut. A `.tmp` left behind by a killed save is simply overwritten by the next one.
+/// tensors are saved as their contiguous copy. The file is written atomically, to the file
+/// `path` finally names through its symbolic links, as `torch.save` writes through them (the
+/// link stays a link and points at the new contents; a dangling link's target is created): the
+/// bytes go to that file's name + ".tmp", beside it, reach the disk (fsync), and only then
+/// replace it by a rename, whose new directory entry is made durable by an fsync of the folder;
+/// so the file holds either the old checkpoint or the complete new one, never a half-written
+/// file, even after a crash or a power cut. A `.tmp` left behind by a killed save is simply
+/// replaced by the next one. A `path` that exists and is not a regular file (a device such as
+/// /dev/null, a FIFO, a socket, a folder) is refused before anything is written: it is never
+/// replaced.
 ///
 /// Throws lockstep::Error for duplicate names, the reserved name `__metadata__`, undefined or
-/// non-CPU tensors, and any failure to create, write or rename the file (naming the path and
-/// the system's reason).
+/// non-CPU tensors, a `path` that is not a regular file (`save_safetensors: '/dev/null' is a
+/// character device; name a regular file`), and any failure to create, write or rename the
+/// file (naming the path and the system's reason).
 void save_safetensors(const std::string& path, const StateDict& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
@@ -55,7 +61,8 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
 /// `"__metadata__"` entry (empty when the file has none).
 ///
 /// Everything in the file is checked before it is trusted, and each problem is a one-line
-/// lockstep::Error naming the file: too short to hold the header length, a header length beyond
+/// lockstep::Error naming the file: a path that is not a regular file (a FIFO is refused without
+/// waiting for a writer, see util/regular_file.h), too short to hold the header length, a header length beyond
 /// the end of the file, invalid JSON (with the parser's message), JSON nested more than 64
 /// levels deep (a valid header nests 3; the limit keeps a hostile header from exhausting the
 /// stack), an unsupported dtype, a missing or malformed field, a shape that does not match its

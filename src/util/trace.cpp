@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "util/regular_file.h"
 
 namespace lockstep {
 
@@ -254,11 +255,12 @@ std::string trace_events_json(int pid, const std::string& process_name, double o
 }
 
 void write_trace_file(const std::string& path, const std::string& events) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  LOCKSTEP_CHECK(file.good(), "trace: cannot open '", path, "' for writing (does its folder exist?)");
-  file << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" << events << "\n]}\n";
-  file.close();
-  LOCKSTEP_CHECK(file.good(), "trace: writing '", path, "' failed (is the disk full?)");
+  UniqueFile file = fopen_regular_file("trace", path, "wb");
+  LOCKSTEP_CHECK(file != nullptr, "trace: cannot open '", path, "' for writing (", std::strerror(errno), ")");
+  const std::string text = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events + "\n]}\n";
+  const bool written = std::fwrite(text.data(), 1, text.size(), file.get()) == text.size();
+  const bool closed = std::fclose(file.release()) == 0;  // what the buffer still held is written here
+  LOCKSTEP_CHECK(written && closed, "trace: writing '", path, "' failed (is the disk full?)");
 }
 
 int64_t save_trace(const std::string& path, const std::string& process_name) {

@@ -132,7 +132,8 @@ int64_t trace_span_count();
 std::string trace_events_json(int pid, const std::string& process_name, double origin_us);
 
 /// Writes `events` (trace_events_json() of one process, or several joined with commas) as a
-/// trace file; throws lockstep::Error with the reason if the file cannot be written.
+/// trace file; throws lockstep::Error with the reason if the file cannot be written, or if
+/// `path` is not a regular file (`trace: 'out' is a FIFO (named pipe); name a regular file`).
 void write_trace_file(const std::string& path, const std::string& events);
 
 /// Stops recording (disable_trace()) and writes this process's spans to `path` as one Chrome

@@ -7,6 +7,7 @@
 #   refusals.cmake  bad flags, data, devices and checkpoints refused with a sentence
 #   outputs.cmake   the files they write (weights, traces, --metrics CSVs) and unwritable paths
 #   mpirun.cmake    under mpirun: ranks in lockstep, disagreeing ranks, the fault lab, checkpoints
+#   file_refusals.cmake  FIFOs and device nodes refused, data files that differ between ranks
 set(CHECK_METRICS ${CMAKE_CURRENT_LIST_DIR}/check_metrics_csv.cmake)
 set(COMPARE_CHECKSUMS ${CMAKE_CURRENT_LIST_DIR}/compare_checksums.cmake)
 set(RESUME_AFTER_KILL ${CMAKE_CURRENT_LIST_DIR}/resume_after_kill.cmake)
@@ -40,3 +41,4 @@ include(${CMAKE_CURRENT_LIST_DIR}/outputs.cmake)
 if(LOCKSTEP_MPI)
   include(${CMAKE_CURRENT_LIST_DIR}/mpirun.cmake)
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/file_refusals.cmake)

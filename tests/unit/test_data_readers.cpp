@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/cifar10.h"
@@ -273,7 +274,21 @@ TEST(Idx, RejectsMissingFilesAndEmptyPaths) {
   TempDir dir;
   expect_error([&] { read_idx_images(dir / "nope"); }, dir / "nope" + ": cannot open (No such file or directory)");
   expect_error([&] { read_idx_labels(""); }, "(empty path): cannot open: no file name was given");
-  expect_error([&] { read_idx_labels(dir.str()); }, dir.str() + ": cannot read (Is a directory)");
+  expect_error([&] { read_idx_labels(dir.str()); }, "read_idx_labels: '" + dir.str() + "' is a folder; name a file");
+}
+
+// A FIFO's open waits for a writer that never comes: every reader refuses it at once, naming
+// itself and the FIFO (the alarm ends a test run that blocks instead of letting it hang).
+TEST(Idx, RefusesAFifoWithoutBlocking) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((dir / "test_batch.bin").c_str(), 0600), 0);
+  ::alarm(20);
+  expect_error([&] { read_idx_images(dir / "pipe"); },
+               "read_idx_images: '" + dir / "pipe" + "' is a FIFO (named pipe); name a regular file");
+  expect_error([&] { cifar10(dir.str(), false, 1); },
+               "cifar10: '" + dir / "test_batch.bin" + "' is a FIFO (named pipe); name a regular file");
+  ::alarm(0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 // safetensors checkpoints: round trips of every dtype and shape, the exact bytes on disk, a file
 // built by hand from the specification, corrupt files, and the atomic write.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -253,7 +257,7 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
     write_bytes(path, c.bytes);
     expect_error([&] { load_safetensors(path); }, {"load_safetensors: '" + path + "'", c.words});
   }
-  expect_error([&] { load_safetensors(dir_); }, {"load_safetensors: '" + dir_ + "'", "is not a regular file"});
+  expect_error([&] { load_safetensors(dir_); }, {"load_safetensors: '" + dir_ + "' is a folder; name a file"});
   expect_error([&] { load_safetensors(file("missing.safetensors")); },
                {file("missing.safetensors"), "cannot open the file: No such file or directory"});
 }
@@ -366,11 +370,76 @@ TEST_F(Safetensors, WritesAtomicallyAndReplacesOnlyOnSuccess) {
                {"cannot create '" + nowhere + ".tmp'", "No such file or directory"});
   EXPECT_FALSE(fs::exists(file("no_such_dir")));
 
-  // The rename fails (the target is a non-empty directory): the written .tmp is removed again.
+  // The rename fails (a non-empty folder took the target's name after the checks): the written
+  // .tmp is removed again.
   const std::string occupied = file("occupied");
-  fs::create_directories(fs::path(occupied) / "inside");
+  detail::set_save_before_rename_hook(
+      [&](const std::string&) { fs::create_directories(fs::path(occupied) / "inside"); });
   expect_error([&] { save_safetensors(occupied, {{"w", zeros({1})}}); },
                {"cannot rename '" + occupied + ".tmp' to '" + occupied + "'"});
+  detail::set_save_before_rename_hook({});
   EXPECT_FALSE(fs::exists(occupied + ".tmp"));
   EXPECT_TRUE(fs::is_directory(fs::path(occupied) / "inside"));
+}
+
+// A save writes through a symbolic link, as torch.save does: the link stays a link (relative
+// to its own folder, wherever the program runs) and its target holds the new tensors.
+TEST_F(Safetensors, SavesThroughASymbolicLinkToItsTarget) {
+  fs::create_directories(file("runs"));
+  fs::create_directories(file("links"));
+  save_safetensors(file("runs/model.safetensors"), {{"w", zeros({2})}});
+  fs::create_symlink("../runs/model.safetensors", file("links/latest.safetensors"));
+
+  save_safetensors(file("links/latest.safetensors"), {{"w", ones({3})}});
+  EXPECT_TRUE(fs::is_symlink(file("links/latest.safetensors")));
+  EXPECT_EQ(fs::read_symlink(file("links/latest.safetensors")), "../runs/model.safetensors");
+  EXPECT_EQ(load_safetensors(file("runs/model.safetensors"))[0].second.to_vector<float>(),
+            (std::vector<float>{1, 1, 1}));
+  // No stray temporary beside the link or its target.
+  EXPECT_EQ(std::distance(fs::directory_iterator(file("links")), {}), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(file("runs")), {}), 1);
+
+  // A dangling link: its target is created, and the link now leads to the tensors.
+  fs::create_symlink("../runs/new.safetensors", file("links/next.safetensors"));
+  save_safetensors(file("links/next.safetensors"), {{"w", ones({1})}});
+  EXPECT_TRUE(fs::is_symlink(file("links/next.safetensors")));
+  EXPECT_TRUE(fs::is_regular_file(file("runs/new.safetensors")));
+  EXPECT_EQ(load_safetensors(file("links/next.safetensors"))[0].second.to_vector<float>(), (std::vector<float>{1}));
+}
+
+// A target that is not a regular file is refused before anything is written: a device node, a
+// FIFO (whose open would block) or a link to one is never replaced by a file.
+TEST_F(Safetensors, RefusesToReplaceADeviceOrAFifo) {
+  const StateDict tensors = {{"w", ones({2})}};
+  // A node like /dev/null of the test's own where the system lets it make one (as root), so that
+  // a save that wrongly replaced it would not replace the machine's; else /dev/null itself, which
+  // a user who cannot make nodes cannot replace either.
+  const std::string null = mknod(file("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0 ? file("null") : "/dev/null";
+  expect_error([&] { save_safetensors(null, tensors); },
+               {"save_safetensors: '" + null + "' is a character device; name a regular file"});
+  EXPECT_TRUE(fs::is_character_file(null));
+  EXPECT_FALSE(fs::exists(null + ".tmp"));
+
+  const std::string fifo = file("pipe");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  alarm(20);  // a save or load that blocks on the FIFO ends the test run instead of hanging it
+  expect_error([&] { save_safetensors(fifo, tensors); },
+               {"save_safetensors: '" + fifo + "' is a FIFO (named pipe); name a regular file"});
+  expect_error([&] { load_safetensors(fifo); },
+               {"load_safetensors: '" + fifo + "' is a FIFO (named pipe); name a regular file"});
+  alarm(0);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_FALSE(fs::exists(fifo + ".tmp"));
+
+  fs::create_symlink(null, file("null-link"));
+  expect_error([&] { save_safetensors(file("null-link"), tensors); },
+               {"save_safetensors: '" + file("null-link") + "' is a character device"});
+  EXPECT_TRUE(fs::is_symlink(file("null-link")));
+  EXPECT_TRUE(fs::is_character_file(null));
+
+  const std::string folder = file("folder");
+  fs::create_directory(folder);
+  expect_error([&] { save_safetensors(folder, tensors); },
+               {"save_safetensors: '" + folder + "' is a folder; name a file"});
+  EXPECT_TRUE(fs::is_empty(folder));
 }
