@@ -5,7 +5,8 @@ many), from which the fuzzer's mutations start. The files are committed; rerun t
 after changing it (it replaces the folders' contents) and commit what it writes.
 
 Each input is laid out as its target expects (fuzz/fuzz_<target>.cpp): idx and cifar10 start
-with one byte of options, safetensors is the file itself, launch is NAME=VALUE lines.
+with one byte of options, safetensors is the file itself, launch is NAME=VALUE lines, checkpoint
+is KEY=VALUE lines of a checkpoint's metadata.
 """
 import gzip
 import json
@@ -134,3 +135,58 @@ write("launch", "rank-beyond-world", b"RANK=2\nWORLD_SIZE=2\n")
 write("launch", "not-a-number", b"OMPI_COMM_WORLD_RANK=one\nOMPI_COMM_WORLD_SIZE=2\n")
 write("launch", "number-too-large", b"PMI_RANK=0\nPMI_SIZE=99999999999999999999\n")
 write("launch", "nothing", b"HOME=/root\nPATH=/usr/bin\n")
+
+# --- checkpoint: KEY=VALUE lines of the metadata of fuzz_checkpoint.cpp's small checkpoint
+# (Linear(3, 2), SGD with momentum, a LinearLR warm-up, a sampler over 8 samples, a generator
+# named "augment"); "@state" stands for a generator's state. The target computes the checksum.
+def checkpoint(**changes):
+    entries = {
+        "format": "lockstep.checkpoint",
+        "format_version": "2",
+        "world_size": "1",
+        "training": {"epoch": 0, "step_in_epoch": 1, "global_step": 1, "batch_size": 4, "samples_in_epoch": 4},
+        "model": [["0.weight", "f32", [2, 3]], ["0.bias", "f32", [2]]],
+        "optimizer": {"name": "SGD", "num_params": 2,
+                      "param_group": {"dampening": 0.0, "lr": 0.05, "maximize": False, "momentum": 0.9,
+                                      "nesterov": False, "weight_decay": 0.0}},
+        "scaler": None,
+        "scheduler": {"name": "LinearLR", "last_epoch": 1, "base_lr": 0.1, "end_factor": 1.0,
+                      "start_factor": 0.5, "total_iters": 4.0},
+        "sampler": {"seed": 3, "epoch": 0, "dataset_size": 8, "shuffle": True, "drop_last": False},
+        "generators": {"default": ["@state"], "named": {"augment": "@state"}},
+    }
+    entries.update(changes)
+    lines = []
+    for key, value in entries.items():
+        if value is not ...:  # ... leaves the entry out
+            lines.append(key + "=" + (value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))))
+    return ("\n".join(lines) + "\n").encode()
+
+
+reset("checkpoint")
+write("checkpoint", "valid", checkpoint())
+write("checkpoint", "valid-two-ranks", checkpoint(
+    world_size="2", training={"epoch": 1, "step_in_epoch": 2, "global_step": 7, "batch_size": 2, "samples_in_epoch": 8},
+    generators={"default": ["@state", "@state"], "named": {"augment": "@state"}}))
+write("checkpoint", "version-1", checkpoint(format_version="1"))
+write("checkpoint", "negative-global-step", checkpoint(
+    training={"epoch": 0, "step_in_epoch": 1, "global_step": -1, "batch_size": 4, "samples_in_epoch": 4}))
+write("checkpoint", "samples-not-the-product", checkpoint(
+    training={"epoch": 0, "step_in_epoch": 1, "global_step": 1, "batch_size": 4, "samples_in_epoch": 5}))
+write("checkpoint", "adam", checkpoint(optimizer={
+    "name": "Adam", "num_params": 2,
+    "param_group": {"amsgrad": False, "betas": [0.9, 0.999], "eps": 1e-08, "lr": 0.001, "maximize": False,
+                    "weight_decay": 0.0}}))
+write("checkpoint", "negative-momentum", checkpoint(optimizer={
+    "name": "SGD", "num_params": 2,
+    "param_group": {"dampening": 0.0, "lr": 0.05, "maximize": False, "momentum": -0.5, "nesterov": False,
+                    "weight_decay": 0.0}}))
+write("checkpoint", "no-scheduler-no-optimizer", checkpoint(scheduler=None, optimizer=None))
+write("checkpoint", "start-factor-0", checkpoint(scheduler={
+    "name": "LinearLR", "last_epoch": 1, "base_lr": 0.1, "end_factor": 1.0, "start_factor": 0.0, "total_iters": 4.0}))
+write("checkpoint", "sampler-over-9", checkpoint(
+    sampler={"seed": 3, "epoch": 0, "dataset_size": 9, "shuffle": True, "drop_last": False}))
+write("checkpoint", "damaged-generator", checkpoint(generators={"default": ["@state 1"], "named": {"augment": "x"}}))
+write("checkpoint", "model-shape-not-numbers", checkpoint(model=[["0.weight", "f32", ["2", 3]], ["0.bias", "f32", [2]]]))
+write("checkpoint", "no-training", checkpoint(training=...))
+write("checkpoint", "deep-json", checkpoint(training="[" * 50 + "]" * 50))

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 build=$(realpath -m "${1:-build-asan}")
 seconds=${2:-60}
 shift $(( $# < 2 ? $# : 2 ))
-targets=${*:-idx cifar10 safetensors launch}
+targets=${*:-idx cifar10 safetensors launch checkpoint}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 root=$PWD
 
@@ -34,7 +34,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 max_len() {
   case "$1" in
     cifar10) echo 10000 ;;
-    idx|safetensors) echo 4096 ;;
+    idx|safetensors|checkpoint) echo 4096 ;;
     *) echo 1024 ;;
   esac
 }

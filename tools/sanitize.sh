@@ -30,7 +30,7 @@ case "$mode" in
     # The programs the suite's tests start (TESTS=regex may pick any test of its labels, so it
     # builds every program those tests may start).
     targets="unit_tests planted_bugs mpi_tests failing_rank faulty_rank fuzz_idx fuzz_cifar10
-             fuzz_safetensors fuzz_launch chapter1 chapter2 chapter3 chapter4 chapter5 chapter6"
+             fuzz_safetensors fuzz_launch fuzz_checkpoint chapter1 chapter2 chapter3 chapter4 chapter5 chapter6"
     labels='^(unit|mpi|chapter|fuzz)$'
     tests=${TESTS:-}
     if [ -n "$tests" ]; then targets=all_test_programs; fi

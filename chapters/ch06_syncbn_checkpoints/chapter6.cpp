@@ -19,6 +19,7 @@
 #include "common/named_datasets.h"
 #include "common/preemption.h"
 #include "common/program.h"
+#include "common/resume_report.h"
 #include "common/settings_agreement.h"
 #include "common/step_metrics.h"
 #include "common/train_flags.h"
@@ -53,6 +54,7 @@ struct Options {
   bool checkpoint_given = false;  // --checkpoint on the command line: a preempted run saves there too
   std::string resume;
   std::vector<std::string> command_line;  // argv, for the command that resumes a preempted run
+  ResumeFlags given;                      // the flags a checkpoint overrides, where given
   std::string metrics;
   RankFlags rank;
   FaultFlags fault;
@@ -132,10 +134,12 @@ int run(const Options& o) {
   // --checkpoint was given: the file must be writable before any work.
   const bool saves = o.save_every > 0 || o.checkpoint_given;
   if (group.rank() == 0 && saves) check_output_file("--checkpoint", o.checkpoint);
+  check_input_file("--resume", o.resume);
   StepMetrics metrics(group.rank() == 0 ? o.metrics : "");  // rank 0's optimiser steps
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   check_ranks_agree(group, device, {shared("--data (training images)", data.train->size()),
-                                    shared("--data (test images)", data.test->size())});
+                                    shared("--data (test images)", data.test->size()),
+                                    shared("--data (files' contents)", data.fingerprint)});
 
   //! [convert]
   // 2. The model. With --norm sync every BatchNorm2d becomes a SyncBatchNorm: in training, its
@@ -192,6 +196,11 @@ int run(const Options& o) {
                 std::to_string(info.step_in_epoch) + " micro-batch(es) of it done, step " +
                 std::to_string(info.global_step) + (info.bit_exact ? " (bit-exact)" : ""));
     for (const std::string& note : info.notes) print_rank0("  note: " + note);
+    // Flags given for a setting the checkpoint restored (the rate, the seed, the warm-up):
+    // its value is used, and each such flag is named.
+    ResumeFlags flags = o.given;
+    if (warmup) flags.warmup_steps = warmup->total_iters();
+    for (const std::string& note : resume_report(info, flags)) print_rank0("  note: " + note);
   }
   auto ddp = std::make_shared<DistributedDataParallel>(model);
   DataLoader loader(data.train, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
@@ -389,6 +398,11 @@ int main(int argc, char** argv) {
   o.command_line.assign(argv, argv + argc);
   return run_program(app, argc, argv, [&] {
     o.checkpoint_given = app.count("--checkpoint") > 0;
+    if (app.count("--lr") > 0) o.given.lr = o.train.lr;
+    if (app.count("--momentum") > 0) o.given.momentum = o.train.momentum;
+    if (app.count("--seed") > 0) o.given.seed = o.train.seed;
+    if (app.count("--warmup-epochs") > 0) o.given.warmup_epochs = o.warmup_epochs;
+    if (app.count("--warmup-start-factor") > 0) o.given.warmup_start_factor = o.warmup_start_factor;
     return run(o);
   });
 }

@@ -4,10 +4,13 @@
 // checks every part of the file against the objects before it changes any of them.
 #include "io/checkpoint.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -29,18 +32,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The "checksum" entry: "fnv1a64:" and 16 hex digits of FNV-1a over the tensors' bytes in
-// order, which tells a damaged file (bit rot, a copy cut short at a tensor boundary, zeroed
-// blocks after a crash) from a whole one.
-std::string checksum(const StateDict& tensors) {
-  uint64_t hash = kFnv1aOffsetBasis;
-  for (const auto& entry : tensors) {
-    const Tensor t = entry.second.contiguous();
-    hash = fnv1a(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()), hash);
-  }
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
-  return std::string("fnv1a64:") + text;
+// `hash` continued over one field: its length as 8 bytes, least significant first, then its
+// bytes. The length keeps fields apart: "ab" + "c" and "a" + "bc" hash differently.
+uint64_t hash_field(const void* data, size_t size, uint64_t hash) {
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(size) >> (8 * i));
+  return fnv1a(data, size, fnv1a(length, sizeof(length), hash));
+}
+uint64_t hash_field(const std::string& text, uint64_t hash) { return hash_field(text.data(), text.size(), hash); }
+
+// The samples of an epoch that `steps` steps of `batch_size` per rank on `world_size` ranks
+// train, or nothing when the product is beyond an int64_t.
+std::optional<int64_t> samples_done(int64_t steps, int64_t batch_size, int64_t world_size) {
+  int64_t per_step = 0, samples = 0;
+  if (__builtin_mul_overflow(batch_size, world_size, &per_step) || __builtin_mul_overflow(steps, per_step, &samples))
+    return std::nullopt;
+  return samples;
 }
 
 // A hyper-parameter as JSON, and back.
@@ -78,6 +85,28 @@ std::string default_generator_state() {
 
 }  // namespace
 
+// A file that matches is the file save_checkpoint wrote: neither damaged (bit rot, a copy cut
+// short, zeroed blocks after a crash) nor edited (a learning rate, a position, a random state,
+// a dtype changed by hand). FNV-1a (util/fnv1a.h) is no defence against an attacker, who can
+// recompute it; the checks of each section keep such a file from the training objects.
+std::string checkpoint_checksum(const StateDict& tensors, const std::map<std::string, std::string>& metadata) {
+  uint64_t hash = kFnv1aOffsetBasis;
+  for (const auto& [name, tensor] : tensors) {
+    const Tensor t = tensor.contiguous();
+    hash = hash_field(name, hash);
+    hash = hash_field(dtype_name(t.dtype()), hash);
+    hash = hash_field(shape_str(t.shape()), hash);
+    hash = hash_field(t.data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()), hash);
+  }
+  for (const auto& [key, value] : metadata) {
+    if (key == kCheckpointChecksumKey) continue;
+    hash = hash_field(value, hash_field(key, hash));
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
+  return std::string("fnv1a64:") + text;
+}
+
 void save_checkpoint(const std::string& path, const TrainingState& state, int rank, int world_size) {
   LOCKSTEP_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "save_checkpoint: expected 0 <= rank < ",
                  "world_size, got rank ", rank, " of ", world_size);
@@ -110,7 +139,11 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   training["step_in_epoch"] = state.step_in_epoch;
   training["global_step"] = state.global_step;
   training["batch_size"] = state.batch_size;
-  training["samples_in_epoch"] = state.step_in_epoch * state.batch_size * world_size;
+  const std::optional<int64_t> samples_in_epoch = samples_done(state.step_in_epoch, state.batch_size, world_size);
+  LOCKSTEP_CHECK(samples_in_epoch.has_value(), "save_checkpoint: step_in_epoch x batch_size x world_size (",
+                 state.step_in_epoch, " x ", state.batch_size, " x ", world_size,
+                 ") is more samples than an int64_t counts; pass the position of the epoch in progress");
+  training["samples_in_epoch"] = *samples_in_epoch;
   metadata["training"] = training.dump();
 
   Json optimizer = nullptr;
@@ -176,7 +209,7 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   }
   generators["named"] = named;
   metadata["generators"] = generators.dump();
-  metadata["checksum"] = checksum(tensors);
+  metadata[kCheckpointChecksumKey] = checkpoint_checksum(tensors, metadata);  // last: it covers every other entry
 
   save_safetensors(path, tensors, metadata);
 }
@@ -206,14 +239,26 @@ struct Parsed {
   std::vector<Note> notes;
 };
 
-// The metadata value under `key`, parsed as JSON; a missing key or bad JSON is a damaged file.
+// The deepest a metadata entry may nest JSON; save_checkpoint's nest 3 at most (the model's
+// fingerprint: a list of [name, dtype, shape]).
+constexpr int kMaxMetadataNesting = 8;
+
+// The metadata value under `key`, parsed as JSON; a missing key, bad JSON or JSON nested deeper
+// than kMaxMetadataNesting is a damaged file.
 Json metadata_json(const CheckpointFile& file, const std::string& key) {
   const auto found = file.metadata.find(key);
   LOCKSTEP_CHECK(found != file.metadata.end(), file.context, "the checkpoint's metadata has no \"", key,
                  "\" entry; the file is damaged or was not written by save_checkpoint");
+  // Refused while it is parsed, so that no walk of it (printing, comparing) nests that deep.
+  const auto shallow = [&](int depth, Json::parse_event_t event, Json&) {
+    const bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;
+    LOCKSTEP_CHECK(!opens || depth < kMaxMetadataNesting, file.context, "the checkpoint's metadata \"", key,
+                   "\" nests JSON more than ", kMaxMetadataNesting, " levels deep; the file is damaged");
+    return true;
+  };
   try {
-    return Json::parse(found->second);
-  } catch (const Json::parse_error& e) {
+    return Json::parse(found->second, shallow);
+  } catch (const Json::exception& e) {  // a syntax error, or a number beyond a double (1e999)
     LOCKSTEP_FAIL(file.context, "the checkpoint's metadata \"", key, "\" is not valid JSON (", e.what(),
                   "); the file is damaged");
   }
@@ -236,11 +281,18 @@ int64_t metadata_integer(const CheckpointFile& file, const std::string& key) {
   return value;
 }
 
-// `json[key]` as an integer, or a damaged-file error; `where` names the metadata entry.
-int64_t integer_in(const CheckpointFile& file, const Json& json, const char* where, const char* key) {
+// `json[key]` as a count (a whole number from 0 to 2^63 - 1: a position, a size, a step), or an
+// error naming the field; `where` names the metadata entry.
+int64_t count_in(const CheckpointFile& file, const Json& json, const char* where, const char* key) {
   LOCKSTEP_CHECK(json.is_object() && json.contains(key) && json[key].is_number_integer(), file.context,
                  "the checkpoint's \"", where, "\" metadata has no whole number \"", key, "\"; the file is damaged");
-  return json[key].get<int64_t>();
+  const Json& value = json[key];
+  const bool in_range = value.is_number_unsigned()
+                            ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                            : value.get<int64_t>() >= 0;
+  LOCKSTEP_CHECK(in_range, file.context, "the checkpoint's \"", where, "\" metadata has ", key, " ", value.dump(),
+                 "; expected a whole number of 0 or more (the file is damaged)");
+  return value.get<int64_t>();
 }
 
 // The entries of `tensors` whose names start with `prefix`, the prefix removed.
@@ -282,10 +334,17 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
                  "was written by a newer Lockstep (checkpoint format version ", version,
                  "; this build reads up to version ", kCheckpointFormatVersion, "); update Lockstep to load it");
   LOCKSTEP_CHECK(version >= 1, file.context, "has checkpoint format version ", version, ", which no Lockstep writes");
-  const auto saved_checksum = file.metadata.find("checksum");
-  LOCKSTEP_CHECK(saved_checksum != file.metadata.end() && saved_checksum->second == checksum(file.tensors),
-                 file.context, "the data does not match the checksum saved with it: the file was damaged after it ",
-                 "was written (disk, copy or transfer); use an earlier checkpoint");
+  // Version 1's checksum covered the tensors alone: nothing vouches for its metadata.
+  LOCKSTEP_CHECK(version == kCheckpointFormatVersion, file.context,
+                 "was written by an older Lockstep (checkpoint format version ", version,
+                 "), whose checksum does not cover the metadata, so an edited learning rate, position or random "
+                 "state would load unnoticed; train again with this version, whose checkpoints (format version ",
+                 kCheckpointFormatVersion, ") it covers");
+  const auto saved_checksum = file.metadata.find(kCheckpointChecksumKey);
+  LOCKSTEP_CHECK(saved_checksum != file.metadata.end() &&
+                     saved_checksum->second == checkpoint_checksum(file.tensors, file.metadata),
+                 file.context, "the file was changed after it was written: its tensors or metadata do not match the ",
+                 "checksum saved with it (damaged on a disk or in a copy, or edited); use an earlier checkpoint");
   return file;
 }
 
@@ -303,13 +362,19 @@ SavedPosition parse_training(const CheckpointFile& file) {
   const Json training = metadata_json(file, "training");
   SavedPosition saved;
   saved.world_size = metadata_integer(file, "world_size");
-  LOCKSTEP_CHECK(saved.world_size >= 1, file.context, "the checkpoint's \"world_size\" is ", saved.world_size,
-                 "; the file is damaged");
-  saved.epoch = integer_in(file, training, "training", "epoch");
-  saved.global_step = integer_in(file, training, "training", "global_step");
-  saved.batch_size = integer_in(file, training, "training", "batch_size");
-  saved.samples_in_epoch = integer_in(file, training, "training", "samples_in_epoch");
-  saved.step_in_epoch = integer_in(file, training, "training", "step_in_epoch");
+  LOCKSTEP_CHECK(saved.world_size >= 1 && saved.world_size <= std::numeric_limits<int>::max(), file.context,
+                 "the checkpoint's \"world_size\" is ", saved.world_size, "; expected a number of ranks from 1 to ",
+                 std::numeric_limits<int>::max(), " (the file is damaged)");
+  saved.epoch = count_in(file, training, "training", "epoch");
+  saved.global_step = count_in(file, training, "training", "global_step");
+  saved.batch_size = count_in(file, training, "training", "batch_size");
+  saved.samples_in_epoch = count_in(file, training, "training", "samples_in_epoch");
+  saved.step_in_epoch = count_in(file, training, "training", "step_in_epoch");
+  // The sampler resumes at samples_in_epoch; save_checkpoint writes it as this product.
+  LOCKSTEP_CHECK(samples_done(saved.step_in_epoch, saved.batch_size, saved.world_size) == saved.samples_in_epoch,
+                 file.context, "the checkpoint's \"training\" metadata has samples_in_epoch ", saved.samples_in_epoch,
+                 ", which is not step_in_epoch x batch_size x world_size (", saved.step_in_epoch, " x ",
+                 saved.batch_size, " x ", saved.world_size, "); the file is damaged");
   return saved;
 }
 
@@ -320,9 +385,12 @@ void check_same_model(const CheckpointFile& file, const Json& saved, const State
   std::map<std::string, std::pair<std::string, Shape>> theirs;
   std::vector<std::string> order;
   for (const Json& entry : saved) {
-    LOCKSTEP_CHECK(entry.is_array() && entry.size() == 3 && entry[0].is_string() && entry[1].is_string() &&
-                       entry[2].is_array(),
-                   file.context, "the checkpoint's \"model\" metadata has a malformed entry; the file is damaged");
+    const auto whole_number = [](const Json& d) { return d.is_number_integer(); };
+    const bool well_formed = entry.is_array() && entry.size() == 3 && entry[0].is_string() &&
+                             entry[1].is_string() && entry[2].is_array() &&
+                             std::all_of(entry[2].begin(), entry[2].end(), whole_number);
+    LOCKSTEP_CHECK(well_formed, file.context,
+                   "the checkpoint's \"model\" metadata has a malformed entry; the file is damaged");
     Shape shape;
     for (const Json& d : entry[2]) shape.push_back(d.get<int64_t>());
     theirs[entry[0].get<std::string>()] = {entry[1].get<std::string>(), shape};
@@ -354,10 +422,17 @@ void check_same_model(const CheckpointFile& file, const Json& saved, const State
   }
 }
 
-// The model's tensors on `map_location`, once the checkpoint's fingerprint matches `model`.
+// The model's tensors on `map_location`, once the checkpoint's fingerprint matches both `model`
+// and the file's own "model." tensors (so that Module::load_state_dict cannot refuse them
+// half-way through the restore).
 StateDict parse_model(const CheckpointFile& file, const Module& model, Device map_location) {
-  check_same_model(file, metadata_json(file, "model"), model.state_dict());
-  return to_device(with_prefix(file.tensors, kModelPrefix), map_location);
+  const Json saved = metadata_json(file, "model");
+  check_same_model(file, saved, model.state_dict());
+  StateDict tensors = with_prefix(file.tensors, kModelPrefix);
+  LOCKSTEP_CHECK(fingerprint(tensors) == saved, file.context, "its \"", kModelPrefix,
+                 "\" tensors are not those its \"model\" metadata lists (names, dtypes and shapes); the file is "
+                 "damaged");
+  return to_device(std::move(tensors), map_location);
 }
 
 // A part of the training state that the checkpoint may hold (`saved`) and the caller may pass
@@ -377,25 +452,36 @@ Parsed<std::optional<T>> saved_and_given(bool saved, bool given, Note only_given
   return part;
 }
 
+// The "optimizer" entry: the class, its number of parameters and its hyper-parameters, each of
+// a kind a param group holds. Their ranges are the class's own (momentum >= 0, betas in [0, 1),
+// ...): its load_state_dict checks them before it changes anything.
+OptimizerStateDict parse_optimizer_settings(const CheckpointFile& file, const Json& saved) {
+  LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
+                     saved.contains("param_group") && saved["param_group"].is_object(),
+                 file.context, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
+  OptimizerStateDict settings;
+  settings.optimizer = saved["name"].get<std::string>();
+  settings.num_params = count_in(file, saved, "optimizer", "num_params");
+  for (const auto& [key, value] : saved["param_group"].items()) {
+    const std::optional<HyperParameter> parsed = from_json(value);
+    LOCKSTEP_CHECK(parsed.has_value(), file.context, "the optimizer's hyper-parameter \"", key, "\" is ",
+                   value.dump(), ", not a number, flag or list of numbers; the file is damaged");
+    settings.param_group[key] = *parsed;
+  }
+  return settings;
+}
+
 Parsed<std::optional<OptimizerStateDict>> parse_optimizer(const CheckpointFile& file, const Optimizer* optimizer,
                                                           Device map_location) {
   const Json saved = metadata_json(file, "optimizer");
+  // Read whether or not an optimiser is given: a malformed entry is refused either way.
+  std::optional<OptimizerStateDict> settings;
+  if (!saved.is_null()) settings = parse_optimizer_settings(file, saved);
   return saved_and_given<OptimizerStateDict>(
-      !saved.is_null(), optimizer != nullptr,
+      settings.has_value(), optimizer != nullptr,
       {"the checkpoint holds no optimizer state: the optimizer starts afresh", false},
       {"the checkpoint's optimizer state was not restored (no optimizer was given)", true}, [&] {
-        LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
-                           saved.contains("param_group") && saved["param_group"].is_object(),
-                       file.context, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
-        OptimizerStateDict state;
-        state.optimizer = saved["name"].get<std::string>();
-        state.num_params = integer_in(file, saved, "optimizer", "num_params");
-        for (const auto& [key, value] : saved["param_group"].items()) {
-          const std::optional<HyperParameter> parsed = from_json(value);
-          LOCKSTEP_CHECK(parsed.has_value(), file.context, "the optimizer's hyper-parameter \"", key, "\" is ",
-                         value.dump(), ", not a number, flag or list of numbers; the file is damaged");
-          state.param_group[key] = *parsed;
-        }
+        OptimizerStateDict state = *settings;
         state.state = to_device(with_prefix(file.tensors, kOptimizerPrefix), map_location);
         return state;
       });
@@ -413,66 +499,81 @@ Parsed<std::optional<StateDict>> parse_scaler(const CheckpointFile& file, const 
       [&] { return saved; });
 }
 
+// The "scheduler" entry: the class, step count, base_lr and settings. Their ranges are the
+// class's own (LinearLR's start_factor in (0, 1], ...): its load_state_dict checks them before
+// it changes anything.
+LRSchedulerStateDict parse_scheduler_state(const CheckpointFile& file, const Json& saved) {
+  LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
+                     saved.contains("base_lr") && saved["base_lr"].is_number(),
+                 file.context, "the checkpoint's \"scheduler\" metadata is malformed; the file is damaged");
+  LRSchedulerStateDict state;
+  state.scheduler = saved["name"].get<std::string>();
+  state.last_epoch = count_in(file, saved, "scheduler", "last_epoch");
+  state.base_lr = saved["base_lr"].get<double>();
+  for (const auto& [key, value] : saved.items()) {
+    if (key == "name" || key == "last_epoch" || key == "base_lr") continue;
+    LOCKSTEP_CHECK(value.is_number(), file.context, "the scheduler's setting \"", key, "\" is ", value.dump(),
+                   ", not a number; the file is damaged");
+    state.hyper_parameters[key] = value.get<double>();
+  }
+  return state;
+}
+
 Parsed<std::optional<LRSchedulerStateDict>> parse_scheduler(const CheckpointFile& file,
                                                               const LRScheduler* scheduler) {
-  // Files written before schedulers have no entry: none was saved.
-  const Json saved = file.metadata.count("scheduler") == 1 ? metadata_json(file, "scheduler") : Json();
+  // Read whether or not a scheduler is given: a malformed entry is refused either way.
+  const Json saved = metadata_json(file, "scheduler");
+  std::optional<LRSchedulerStateDict> state;
+  if (!saved.is_null()) state = parse_scheduler_state(file, saved);
   return saved_and_given<LRSchedulerStateDict>(
-      !saved.is_null(), scheduler != nullptr,
+      state.has_value(), scheduler != nullptr,
       {"the checkpoint holds no learning-rate scheduler state: the scheduler starts afresh", false},
       {"the checkpoint's learning-rate scheduler state was not restored (no scheduler was given): the learning "
        "rate stays the saved one",
        false},
-      [&] {
-        LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
-                           saved.contains("base_lr") && saved["base_lr"].is_number(),
-                       file.context, "the checkpoint's \"scheduler\" metadata is malformed; the file is damaged");
-        LRSchedulerStateDict state;
-        state.scheduler = saved["name"].get<std::string>();
-        state.last_epoch = integer_in(file, saved, "scheduler", "last_epoch");
-        state.base_lr = saved["base_lr"].get<double>();
-        for (const auto& [key, value] : saved.items()) {
-          if (key == "name" || key == "last_epoch" || key == "base_lr") continue;
-          LOCKSTEP_CHECK(value.is_number(), file.context, "the scheduler's setting \"", key, "\" is ", value.dump(),
-                         ", not a number; the file is damaged");
-          state.hyper_parameters[key] = value.get<double>();
-        }
-        return state;
-      });
+      [&] { return *state; });
 }
 
-// The sampler's seed and epoch (zeros when none was saved).
+// The sampler's seed and epoch (zeros when none was saved), and whether they are restored.
 struct SavedSampler {
   uint64_t seed = 0;
   int64_t epoch = 0;
+  bool restored = false;
 };
 
 // A sampler to restore must cover the same dataset with the same options, or the saved
 // position would point into another order.
 SavedSampler parse_sampler(const CheckpointFile& file, const DistributedSampler* sampler) {
   const Json saved = metadata_json(file, "sampler");
+  LOCKSTEP_CHECK(sampler == nullptr || !saved.is_null(), file.context, "the checkpoint holds no sampler state, but ",
+                 "a DistributedSampler was given to restore; pass none, or resume from a checkpoint saved with its "
+                 "sampler");
   SavedSampler out;
-  if (!saved.is_null()) {
-    out.seed = saved.contains("seed") && saved["seed"].is_number_unsigned()
-                   ? saved["seed"].get<uint64_t>()
-                   : static_cast<uint64_t>(integer_in(file, saved, "sampler", "seed"));
-    out.epoch = integer_in(file, saved, "sampler", "epoch");
-  }
+  if (saved.is_null()) return out;
+  LOCKSTEP_CHECK(saved.is_object() && saved.contains("seed") && saved["seed"].is_number_unsigned(), file.context,
+                 "the checkpoint's \"sampler\" metadata has no whole number \"seed\" of 0 or more; the file is "
+                 "damaged");
+  out.seed = saved["seed"].get<uint64_t>();
+  out.epoch = count_in(file, saved, "sampler", "epoch");
+  const int64_t dataset_size = count_in(file, saved, "sampler", "dataset_size");
+  const auto flag = [&](const char* option) {
+    LOCKSTEP_CHECK(saved.contains(option) && saved[option].is_boolean(), file.context,
+                   "the checkpoint's sampler has no \"", option, "\" flag; the file is damaged");
+    return saved[option].get<bool>();
+  };
+  const bool shuffle = flag("shuffle"), drop_last = flag("drop_last");
   if (sampler == nullptr) return out;
-  LOCKSTEP_CHECK(!saved.is_null(), file.context, "the checkpoint holds no sampler state, but a DistributedSampler ",
-                 "was given to restore; pass none, or resume from a checkpoint saved with its sampler");
-  const int64_t dataset_size = integer_in(file, saved, "sampler", "dataset_size");
   LOCKSTEP_CHECK(dataset_size == sampler->dataset_size(), file.context, "was saved for a dataset of ", dataset_size,
                  " samples and this sampler covers ", sampler->dataset_size(),
                  "; the saved position would point into another order");
-  for (const char* option : {"shuffle", "drop_last"}) {
-    LOCKSTEP_CHECK(saved.contains(option) && saved[option].is_boolean(), file.context,
-                   "the checkpoint's sampler has no \"", option, "\" flag; the file is damaged");
-    const bool mine = std::string(option) == "shuffle" ? sampler->shuffle() : sampler->drop_last();
-    LOCKSTEP_CHECK(saved[option].get<bool>() == mine, file.context, "its sampler was built with ", option, "=",
-                   saved[option].get<bool>() ? "true" : "false", " and this one with ", option, "=",
-                   mine ? "true" : "false", "; build the sampler as the saving run did");
+  using Option = std::tuple<const char*, bool, bool>;  // name, the checkpoint's, this sampler's
+  for (const auto& [option, theirs, mine] :
+       {Option{"shuffle", shuffle, sampler->shuffle()}, Option{"drop_last", drop_last, sampler->drop_last()}}) {
+    LOCKSTEP_CHECK(theirs == mine, file.context, "its sampler was built with ", option, "=", theirs ? "true" : "false",
+                   " and this one with ", option, "=", mine ? "true" : "false",
+                   "; build the sampler as the saving run did");
   }
+  out.restored = true;
   return out;
 }
 
@@ -571,6 +672,10 @@ ResumeInfo resume_info(const ParsedCheckpoint& checkpoint) {
   info.sampler_epoch = checkpoint.sampler.epoch;
   info.saved_world_size = static_cast<int>(checkpoint.saved.world_size);
   info.saved_batch_size = checkpoint.saved.batch_size;
+  if (const auto& optimizer = checkpoint.optimizer.value)
+    info.restored_optimizer = OptimizerSettings{optimizer->optimizer, optimizer->param_group};
+  info.restored_scheduler = checkpoint.scheduler.value;
+  info.sampler_restored = checkpoint.sampler.restored;
   for (const std::vector<Note>* notes :
        {&checkpoint.optimizer.notes, &checkpoint.scaler.notes, &checkpoint.scheduler.notes,
         &checkpoint.generators.notes, &checkpoint.step_in_epoch.notes}) {

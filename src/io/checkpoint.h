@@ -14,20 +14,35 @@
 ///                  "optimizer.state.<i>.<name>"   the optimiser's state (Optimizer::state_dict)
 ///                  "scaler.<name>"                GradScaler::state_dict(), when AMP is on
 ///     __metadata__ "format"          "lockstep.checkpoint"
-///                  "format_version"  "1"          (a reader refuses a newer version)
+///                  "format_version"  "2"          (a reader refuses a newer version, and
+///                                                 version 1, whose checksum left the metadata out)
 ///                  and JSON texts:   "training" (epoch, step_in_epoch, global_step, batch_size,
 ///                                    samples_in_epoch), "world_size", "sampler", "generators",
 ///                                    "optimizer" (name, param_group, num_params), "scaler" (its
 ///                                    scalars, for reading), "scheduler" (name, last_epoch,
-///                                    base_lr and its settings; absent from files written before
-///                                    schedulers, read as none), "model" (the fingerprint: every
-///                                    name, dtype and shape), "checksum" (FNV-1a 64 of the data)
+///                                    base_lr and its settings), "model" (the fingerprint: every
+///                                    name, dtype and shape); "null" for an object not given
+///                  "checksum"        "fnv1a64:<16 hex digits>" of every tensor (name, dtype,
+///                                    shape, data) and every other metadata entry
+///                                    (checkpoint_checksum(); tests/reference/read_checkpoint.py
+///                                    computes it too)
+///
+/// The checksum covers everything the file says, so a file that passes it is the file
+/// save_checkpoint wrote: damaged data and an edited learning rate, position or random state are
+/// refused alike ("the file was changed after it was written"). Beyond it, every number is
+/// checked on load before any object changes, so that a file made by hand cannot reach the
+/// training objects either: positions and sizes are whole numbers of 0 or more, samples_in_epoch
+/// is step_in_epoch x batch_size x world_size, the model's tensors are those its fingerprint
+/// lists, and the optimiser's and scheduler's hyper-parameters pass their classes' own checks
+/// (load_state_dict's: a learning rate >= 0, a momentum >= 0, betas in [0, 1), ...).
 ///
 /// Saving is rank 0's job (PyTorch's save_on_master): every rank holds the same weights and
 /// optimiser state under DDP, so one copy is enough, and one writer avoids ranks overwriting
-/// each other's file. The write is atomic (io/safetensors.h): a temporary file
-/// `<path>.tmp` in the same folder, written, fsync'ed, renamed over `<path>`, the folder
-/// fsync'ed. A save that fails or is killed leaves the previous checkpoint intact.
+/// each other's file. The write is atomic (io/safetensors.h): a temporary file beside the file
+/// `<path>` names (through symbolic links, as torch.save writes through them: a link stays a
+/// link), written, fsync'ed, renamed over that file, the folder fsync'ed. A save that fails or
+/// is killed leaves the previous checkpoint intact, and a `<path>` that is a device, a FIFO, a
+/// socket or a folder is refused before anything is written, never replaced.
 ///
 /// Loading happens on every rank, each onto its own device. What is per rank: the default
 /// random generator's state (e.g. dropout seeded with seed + rank); gather it to rank 0 with
@@ -42,6 +57,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,8 +76,11 @@ namespace lockstep {
 
 /// The format name every Lockstep checkpoint carries in its metadata ("format").
 inline constexpr const char* kCheckpointFormat = "lockstep.checkpoint";
-/// The format version this build writes, and the newest it reads.
-inline constexpr int kCheckpointFormatVersion = 1;
+/// The format version this build writes, and the only one it reads (version 1's checksum did not
+/// cover the metadata).
+inline constexpr int kCheckpointFormatVersion = 2;
+/// The metadata key of the checksum (checkpoint_checksum()).
+inline constexpr const char* kCheckpointChecksumKey = "checksum";
 
 /// Something whose state a checkpoint carries as named tensors: a GradScaler, or any object
 /// with `StateDict state_dict() const` and `void load_state_dict(const StateDict&)`. Make one
@@ -108,7 +127,14 @@ struct TrainingState {
   int64_t batch_size = 0;     ///< Samples per batch on each rank (for the data position).
 };
 
-/// Where a loaded checkpoint resumes, and what the loader noticed.
+/// An optimiser's class and hyper-parameters: its state_dict without the state tensors.
+struct OptimizerSettings {
+  std::string optimizer;                              ///< The class: "SGD", "Adam", "AdamW", ...
+  std::map<std::string, HyperParameter> param_group;  ///< Its hyper-parameters, by PyTorch's names.
+};
+
+/// Where a loaded checkpoint resumes, what it restored over the objects' own settings, and what
+/// the loader noticed.
 struct ResumeInfo {
   int64_t epoch = 0;             ///< The epoch to continue.
   int64_t step_in_epoch = 0;     ///< Batches of it already trained at this world size (see notes).
@@ -118,6 +144,17 @@ struct ResumeInfo {
   int64_t sampler_epoch = 0;     ///< The sampler's epoch.
   int saved_world_size = 0;      ///< The number of ranks that saved it.
   int64_t saved_batch_size = 0;  ///< Their batch size per rank.
+  /// The optimiser's class and hyper-parameters the checkpoint restored, which replaced those the
+  /// optimiser was built with, the learning rate too (as torch's optimizer.load_state_dict
+  /// does): "lr", and SGD's "momentum", "dampening", "weight_decay", "nesterov" or Adam's
+  /// "betas", "eps", "weight_decay". Empty when no optimizer state was restored.
+  std::optional<OptimizerSettings> restored_optimizer;
+  /// The learning-rate scheduler's state the checkpoint restored (class, step count, base_lr, and
+  /// settings such as LinearLR's start_factor, end_factor and total_iters), which replaced the
+  /// scheduler's own (as torch's scheduler.load_state_dict does). Empty when none was restored.
+  std::optional<LRSchedulerStateDict> restored_scheduler;
+  /// Whether the sampler was restored: then its seed is now sampler_seed, whatever it was built with.
+  bool sampler_restored = false;
   /// Whether continuing gives exactly the run that saved it: same world size and batch size,
   /// every rank's generator state restored, and everything saved restored.
   bool bit_exact = true;
@@ -126,6 +163,14 @@ struct ResumeInfo {
   std::vector<std::string> notes;
 };
 
+/// The checksum save_checkpoint stores under "checksum", of a checkpoint's `tensors` (in file
+/// order, as load_safetensors returns them) and `metadata` (the "checksum" entry, if there is
+/// one, left out): "fnv1a64:" and 16 hex digits of FNV-1a 64 over each tensor's name, dtype name,
+/// shape as shape_str() writes it and data, then each metadata key and value in key order, every
+/// field preceded by its length as 8 bytes, least significant first. load_checkpoint refuses a
+/// file whose checksum is not this.
+std::string checkpoint_checksum(const StateDict& tensors, const std::map<std::string, std::string>& metadata);
+
 /// Saves `state` to `path` when `rank` is 0 (save_on_master); other ranks return at once.
 /// `world_size` and `state.batch_size` fix the data position: the epoch's first
 /// `step_in_epoch * batch_size * world_size` samples are done. The tensors are copied to the
@@ -133,8 +178,10 @@ struct ResumeInfo {
 /// comment). Call a barrier afterwards if other ranks go on to read the file.
 ///
 /// Throws lockstep::Error, leaving any existing file at `path` as it was, when `state.model`
-/// is null, a count is negative, `default_generator_states` does not hold one state per rank,
-/// or the file cannot be written (naming the path and the system's reason).
+/// is null, a count is negative, the position step_in_epoch x batch_size x world_size is beyond
+/// an int64_t, `default_generator_states` does not hold one state per rank,
+/// `path` is not a regular file, or the file cannot be written (naming the path and the
+/// system's reason).
 void save_checkpoint(const std::string& path, const TrainingState& state, int rank, int world_size);
 
 /// Loads the checkpoint at `path` into `state`'s objects in place, on rank `rank` of a job of
@@ -152,10 +199,12 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
 /// (more ranks than saved) keeps its current default generator.
 ///
 /// Every problem is one lockstep::Error sentence naming the file, and nothing is changed when
-/// the checks fail: a missing, truncated or corrupt file (safetensors' own checks plus the
-/// checksum), the temporary file of an unfinished save (`*.tmp`, refused: only a completed
-/// save renames it, so nothing vouches that it is whole; load the real file), a safetensors
-/// file that is not a Lockstep checkpoint, a newer format version, another model (the first
+/// the checks fail: a missing, truncated or corrupt file (safetensors' own checks), a file
+/// changed after it was written (its checksum, see the file comment), a number out of its range
+/// (naming the field), the temporary file of an unfinished save (`*.tmp`, refused: only a
+/// completed save renames it, so nothing vouches that it is whole; load the real file), a
+/// safetensors file that is not a Lockstep checkpoint, a newer format version or version 1
+/// (whose checksum does not cover the metadata: train again to get a version 2), another model (the first
 /// name, shape or dtype that differs), another optimiser or a differently sized one, another
 /// scheduler class, a sampler over another dataset, a missing named generator. A scheduler
 /// given without one in the file (or saved and not given) is a note, not an error: the run

@@ -8,8 +8,9 @@ JSON in the header's __metadata__ (see src/io/checkpoint.h for the layout).
 It prints the metadata (format, training position, world size, sampler, generators shortened,
 optimizer hyper-parameters, scaler) and every tensor's name, dtype and shape, then checks what a
 reader can check on its own: the format name and version, that the model fingerprint matches the
-"model." tensors, and the FNV-1a 64 checksum of the data. Exit status: 0 when all is well, 1 when
-a check fails, 77 (CTest's skip code) when torch or safetensors is not installed:
+"model." tensors, and the FNV-1a 64 checksum of the tensors and the metadata. Exit status: 0 when
+all is well, 1 when a check fails, 77 (CTest's skip code) when torch or safetensors is not
+installed:
     pip install safetensors     (Debian: python3 -m pip install --break-system-packages safetensors)
 """
 import json
@@ -17,26 +18,34 @@ import struct
 import sys
 
 
-def fnv1a64(chunks):
-    """FNV-1a, 64 bits, over byte strings in order (what save_checkpoint stores as "checksum")."""
+def fnv1a64(fields):
+    """FNV-1a, 64 bits, over byte strings in order, each preceded by its length as 8 bytes, least
+    significant first (so that fields cannot run into each other)."""
     h = 0xCBF29CE484222325
-    for chunk in chunks:
-        for b in chunk:
+    for field in fields:
+        for b in len(field).to_bytes(8, "little") + field:
             h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h
 
 
-def data_chunks(path):
-    """The raw bytes of every tensor, in the order of their data in the file (as Lockstep wrote
-    them), read straight from the file without safetensors: the checksum covers exactly these."""
+def checksum_fields(path):
+    """What save_checkpoint's "checksum" covers (checkpoint_checksum in src/io/checkpoint.h), read
+    straight from the file without safetensors: every tensor in the order of its data in the file
+    (its name, dtype as Lockstep names it, shape as "[2, 3]", raw bytes), then every metadata key
+    and value but "checksum" itself, in key order."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
         base = 8 + n
-        spans = sorted(v["data_offsets"] for k, v in header.items() if k != "__metadata__")
-        for begin, end in spans:
+        metadata = header.pop("__metadata__", {})
+        for name, info in sorted(header.items(), key=lambda item: tuple(item[1]["data_offsets"])):
+            begin, end = info["data_offsets"]
             f.seek(base + begin)
-            yield f.read(end - begin)
+            shape = "[" + ", ".join(str(d) for d in info["shape"]) + "]"
+            yield from (name.encode(), info["dtype"].lower().encode(), shape.encode(), f.read(end - begin))
+    for key in sorted(metadata, key=lambda k: k.encode()):
+        if key != "checksum":
+            yield from (key.encode(), metadata[key].encode())
 
 
 def main(argv):
@@ -90,7 +99,7 @@ def main(argv):
         problems.append("the 'model.' tensors and the fingerprint list different names")
 
     expected = metadata.get("checksum", "")
-    got = "fnv1a64:%016x" % fnv1a64(data_chunks(path))
+    got = "fnv1a64:%016x" % fnv1a64(checksum_fields(path))
     if expected != got:
         problems.append(f"checksum {got} does not match the saved {expected}")
     else:

@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <functional>
+#include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "io/safetensors.h"
 #include "lockstep.h"
 #include "test_util.h"
+#include "util/fnv1a.h"
 
 namespace lockstep {
 namespace {
@@ -36,6 +40,29 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }
 
 std::vector<double> values(const Tensor& t) { return t.contiguous().to_vector<double>(); }
+
+using Metadata = std::map<std::string, std::string>;
+
+// The checkpoint at `from` written again to `to` with `edit` applied to its metadata (and
+// `edit_tensors` to its tensors). The saved checksum stays as it was, unless `recompute`: then
+// it is computed anew, as someone who edits a file by hand and knows the format would.
+void rewrite(const std::string& from, const std::string& to, const std::function<void(Metadata&)>& edit,
+             bool recompute = false, const std::function<void(StateDict&)>& edit_tensors = nullptr) {
+  Metadata metadata;
+  StateDict tensors = load_safetensors(from, &metadata);
+  edit(metadata);
+  if (edit_tensors) edit_tensors(tensors);
+  if (recompute) metadata[kCheckpointChecksumKey] = checkpoint_checksum(tensors, metadata);
+  save_safetensors(to, tensors, metadata);
+}
+
+// `json` (a metadata entry's text) with the value of its one `"key":` replaced by `value`.
+std::string with_value(const std::string& json, const std::string& key, const std::string& value) {
+  const std::string edited =
+      std::regex_replace(json, std::regex("\"" + key + "\":(-?[0-9.e+-]+|true|false)"), "\"" + key + "\":" + value);
+  EXPECT_NE(edited, json) << "no \"" << key << "\": to change in " << json;
+  return edited;
+}
 
 // Everything a run holds, built from `seed`, so that two seeds give two different runs.
 struct Trainer {
@@ -198,6 +225,13 @@ TEST_F(Checkpoint, RestoresEveryPieceIntoOtherObjects) {
   EXPECT_EQ(loaded.global_step, 23);
   EXPECT_EQ(b.sampler->epoch(), 2);
   EXPECT_EQ(b.sampler->start_position(), 12);
+  // What the checkpoint restored over b's own settings, for a program to say.
+  ASSERT_TRUE(info.restored_optimizer.has_value());
+  EXPECT_EQ(info.restored_optimizer->optimizer, "SGD");
+  EXPECT_EQ(info.restored_optimizer->param_group, a.optimizer->state_dict().param_group);
+  EXPECT_EQ(std::get<double>(info.restored_optimizer->param_group.at("lr")), 0.1);
+  EXPECT_FALSE(info.restored_scheduler.has_value()) << "none was saved";
+  EXPECT_TRUE(info.sampler_restored);
 }
 
 TEST_F(Checkpoint, TrainingContinuesBitForBit) {
@@ -221,7 +255,7 @@ TEST_F(Checkpoint, TheFileIsSafetensorsWithLockstepMetadata) {
   std::map<std::string, std::string> metadata;
   const StateDict tensors = load_safetensors(file("ckpt.safetensors"), &metadata);
   EXPECT_EQ(metadata.at("format"), "lockstep.checkpoint");
-  EXPECT_EQ(metadata.at("format_version"), "1");
+  EXPECT_EQ(metadata.at("format_version"), "2");
   EXPECT_EQ(metadata.at("world_size"), "1");
   for (const char* key : {"training", "sampler", "generators", "optimizer", "scaler", "model", "checksum"})
     EXPECT_EQ(metadata.count(key), 1u) << key;
@@ -361,7 +395,8 @@ TEST_F(Checkpoint, DamagedDataFailsTheChecksum) {
   Trainer b(2);
   TrainingState state = b.state();
   expect_error([&] { load_checkpoint(file("ckpt.safetensors"), state, Device::cpu(), 0, 1); },
-               "the data does not match the checksum saved with it");
+               "'" + file("ckpt.safetensors") + "': the file was changed after it was written: its tensors or "
+               "metadata do not match the checksum saved with it");
 }
 
 TEST_F(Checkpoint, AnotherModelIsNamed) {
@@ -433,12 +468,26 @@ TEST_F(Checkpoint, ANewerFormatVersionIsRefused) {
   save_checkpoint(file("ckpt.safetensors"), a.state(), 0, 1);
   std::map<std::string, std::string> metadata;
   const StateDict tensors = load_safetensors(file("ckpt.safetensors"), &metadata);
-  metadata["format_version"] = "2";
-  save_safetensors(file("v2.safetensors"), tensors, metadata);
+  metadata["format_version"] = "3";
+  save_safetensors(file("v3.safetensors"), tensors, metadata);
   Trainer b(2);
   TrainingState state = b.state();
-  expect_error([&] { load_checkpoint(file("v2.safetensors"), state, Device::cpu(), 0, 1); },
-               "was written by a newer Lockstep (checkpoint format version 2; this build reads up to version 1)");
+  expect_error([&] { load_checkpoint(file("v3.safetensors"), state, Device::cpu(), 0, 1); },
+               "was written by a newer Lockstep (checkpoint format version 3; this build reads up to version 2)");
+}
+
+// Version 1's checksum covered the tensors alone, so its metadata may have been edited unseen.
+TEST_F(Checkpoint, AVersionOneFileIsRefusedWithWhatToDo) {
+  Trainer a(1);
+  save_checkpoint(file("ckpt.safetensors"), a.state(), 0, 1);
+  rewrite(file("ckpt.safetensors"), file("v1.safetensors"), [](Metadata& m) { m["format_version"] = "1"; });
+  Trainer b(2);
+  TrainingState state = b.state();
+  EXPECT_EQ(test::error_message([&] { load_checkpoint(file("v1.safetensors"), state, Device::cpu(), 0, 1); }),
+            "load_checkpoint: '" + file("v1.safetensors") +
+                "': was written by an older Lockstep (checkpoint format version 1), whose checksum does not cover "
+                "the metadata, so an edited learning rate, position or random state would load unnoticed; train "
+                "again with this version, whose checkpoints (format version 2) it covers");
 }
 
 TEST_F(Checkpoint, AMissingNamedGeneratorIsNamed) {
@@ -460,6 +509,152 @@ TEST_F(Checkpoint, ASamplerOverAnotherDatasetIsRefused) {
   TrainingState state = b.state();
   expect_error([&] { load_checkpoint(file("ckpt.safetensors"), state, Device::cpu(), 0, 1); },
                "was saved for a dataset of 40 samples and this sampler covers 50");
+}
+
+// ---- metadata that cannot be edited silently ---------------------------------------------------
+
+// The checksum's layout, as io/checkpoint.h documents it (and read_checkpoint.py computes it):
+// each field preceded by its length as 8 bytes, least significant first.
+TEST(CheckpointChecksum, IsTheDocumentedHashOfTensorsThenMetadata) {
+  const auto field = [](const std::string& bytes, uint64_t hash) {
+    std::string length(8, '\0');
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(bytes.size() >> (8 * i));
+    return fnv1a(bytes.data(), bytes.size(), fnv1a(length.data(), 8, hash));
+  };
+  const float one = 1.0f;
+  uint64_t hash = kFnv1aOffsetBasis;
+  for (const char* text : {"t", "f32", "[1]"}) hash = field(text, hash);
+  hash = field(std::string(reinterpret_cast<const char*>(&one), 4), hash);
+  for (const char* text : {"a", "b", "c", "d"}) hash = field(text, hash);
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "fnv1a64:%016llx", static_cast<unsigned long long>(hash));
+  const StateDict tensors = {{"t", full({1}, 1.0)}};
+  EXPECT_EQ(checkpoint_checksum(tensors, {{"c", "d"}, {"checksum", "left out"}, {"a", "b"}}), expected);
+}
+
+// Every value a resume depends on, edited in the file with the old checksum kept, is refused:
+// each would otherwise resume "bit-exact" into another run.
+TEST_F(Checkpoint, AnEditedMetadataValueFailsTheChecksum) {
+  Trainer a(1);
+  a.step();
+  LinearLR warmup(*a.optimizer, 0.25, 1.0, 10);
+  warmup.step();
+  a.sampler->set_epoch(1);
+  TrainingState saved = a.state();
+  saved.scheduler = &warmup;
+  saved.epoch = 1;
+  saved.step_in_epoch = 2;
+  saved.global_step = 7;
+  save_checkpoint(file("ckpt.safetensors"), saved, 0, 1);
+
+  struct Edit {
+    std::string entry, key, value;
+  };
+  const std::vector<Edit> edits = {
+      {"training", "global_step", "8"},       {"training", "global_step", "-1"},
+      {"training", "epoch", "0"},             {"training", "step_in_epoch", "1"},
+      {"training", "samples_in_epoch", "4"},  {"training", "batch_size", "2"},
+      {"optimizer", "lr", "0.5"},             {"optimizer", "momentum", "0.5"},
+      {"optimizer", "dampening", "0.5"},      {"optimizer", "weight_decay", "0.01"},
+      {"optimizer", "nesterov", "true"},      {"scheduler", "last_epoch", "5"},
+      {"scheduler", "base_lr", "0.2"},        {"scheduler", "start_factor", "0.5"},
+      {"scheduler", "total_iters", "20"},     {"sampler", "seed", "2"},
+      {"sampler", "epoch", "0"},              {"scaler", "scale", "2.0"},
+  };
+  Trainer b(2);
+  LinearLR b_warmup(*b.optimizer, 0.25, 1.0, 10);
+  TrainingState state = b.state();
+  state.scheduler = &b_warmup;
+  const std::vector<double> before = values(b.model->parameters().front());
+  const auto expect_refused = [&](const std::string& what) {
+    SCOPED_TRACE(what);
+    expect_error([&] { load_checkpoint(file("edited.safetensors"), state, Device::cpu(), 0, 1); },
+                 "'" + file("edited.safetensors") + "': the file was changed after it was written");
+  };
+  for (const Edit& edit : edits) {
+    rewrite(file("ckpt.safetensors"), file("edited.safetensors"),
+            [&](Metadata& m) { m[edit.entry] = with_value(m[edit.entry], edit.key, edit.value); });
+    expect_refused(edit.entry + "." + edit.key + " = " + edit.value);
+  }
+  rewrite(file("ckpt.safetensors"), file("edited.safetensors"), [](Metadata& m) { m["world_size"] = "2"; });
+  expect_refused("world_size = 2");
+  for (const char* generator : {"\"default\":[\"", "\"augment\":\""}) {
+    rewrite(file("ckpt.safetensors"), file("edited.safetensors"), [&](Metadata& m) {
+      std::string& text = m["generators"];
+      const size_t digit = text.find(generator) + std::string(generator).size();
+      text[digit] = text[digit] == '1' ? '2' : '1';
+    });
+    expect_refused(std::string("the state of generator ") + generator);
+  }
+  // A tensor's name counts too: the data alone is not the file.
+  rewrite(file("ckpt.safetensors"), file("edited.safetensors"), [](Metadata&) {}, false, [](StateDict& tensors) {
+    for (auto& [name, t] : tensors)
+      if (name == "optimizer.state.0.momentum_buffer") name = "optimizer.state.0.momentum_buffer_";
+  });
+  expect_refused("a renamed tensor");
+  EXPECT_EQ(values(b.model->parameters().front()), before) << "nothing changed";
+  EXPECT_EQ(b_warmup.last_epoch(), 0);
+  EXPECT_NO_THROW(load_checkpoint(file("ckpt.safetensors"), state, Device::cpu(), 0, 1)) << "the file itself loads";
+  EXPECT_EQ(b_warmup.last_epoch(), 1);
+}
+
+// A file whose checksum was computed anew over impossible values (by hand, or by a fuzzer) is
+// refused by the checks of each value, naming the field and the file, and changes nothing.
+TEST_F(Checkpoint, AnImpossibleValueUnderAValidChecksumIsNamed) {
+  Trainer a(1);
+  a.step();
+  TrainingState saved = a.state();
+  saved.step_in_epoch = 2;
+  save_checkpoint(file("ckpt.safetensors"), saved, 0, 1);
+  Trainer b(2);
+  TrainingState state = b.state();
+  const std::vector<double> before = values(b.model->parameters().front());
+  const double lr = b.optimizer->lr();
+  const std::string forged = file("forged.safetensors");
+  const auto refused = [&](const std::string& entry, const std::string& key, const std::string& value,
+                           const std::string& words) {
+    SCOPED_TRACE(entry + "." + key + " = " + value);
+    rewrite(file("ckpt.safetensors"), forged, [&](Metadata& m) { m[entry] = with_value(m[entry], key, value); },
+            /*recompute=*/true);
+    expect_error([&] { load_checkpoint(forged, state, Device::cpu(), 0, 1); },
+                 "load_checkpoint: '" + forged + "': " + words);
+  };
+  for (const char* key : {"epoch", "global_step", "batch_size", "samples_in_epoch", "step_in_epoch"})
+    refused("training", key, "-1",
+            std::string("the checkpoint's \"training\" metadata has ") + key +
+                " -1; expected a whole number of 0 or more (the file is damaged)");
+  refused("training", "global_step", "18446744073709551615",
+          "the checkpoint's \"training\" metadata has global_step 18446744073709551615; expected a whole number "
+          "of 0 or more");
+  refused("training", "samples_in_epoch", "5",
+          "the checkpoint's \"training\" metadata has samples_in_epoch 5, which is not step_in_epoch x batch_size x "
+          "world_size (2 x 4 x 1); the file is damaged");
+  refused("optimizer", "lr", "-1", "SGD.load_state_dict: expected a learning rate >= 0, got -1");
+  refused("optimizer", "lr", "1e999", "the checkpoint's metadata \"optimizer\" is not valid JSON (");
+  refused("optimizer", "momentum", "-0.5", "SGD.load_state_dict: expected a momentum >= 0, got -0.5");
+  refused("optimizer", "weight_decay", "-1", "SGD.load_state_dict: expected a weight_decay >= 0, got -1");
+  refused("sampler", "epoch", "-1",
+          "the checkpoint's \"sampler\" metadata has epoch -1; expected a whole number of 0 or more");
+  refused("sampler", "seed", "-1", "the checkpoint's \"sampler\" metadata has no whole number \"seed\" of 0 or more");
+
+  rewrite(file("ckpt.safetensors"), forged, [](Metadata& m) { m["world_size"] = "0"; }, true);
+  expect_error([&] { load_checkpoint(forged, state, Device::cpu(), 0, 1); },
+               "the checkpoint's \"world_size\" is 0; expected a number of ranks from 1 to 2147483647");
+  rewrite(file("ckpt.safetensors"), forged, [](Metadata& m) { m["model"] = "[[\"1.weight\",\"f32\",[\"x\"]]]"; },
+          true);
+  expect_error([&] { load_checkpoint(forged, state, Device::cpu(), 0, 1); },
+               "the checkpoint's \"model\" metadata has a malformed entry; the file is damaged");
+  // The fingerprint agrees with this model, but the file's tensor has another shape.
+  rewrite(file("ckpt.safetensors"), forged, [](Metadata&) {}, true, [](StateDict& tensors) {
+    for (auto& [name, t] : tensors)
+      if (name == "model.1.bias") t = zeros({t.numel() + 1});
+  });
+  expect_error([&] { load_checkpoint(forged, state, Device::cpu(), 0, 1); },
+               "its \"model.\" tensors are not those its \"model\" metadata lists (names, dtypes and shapes)");
+
+  EXPECT_EQ(values(b.model->parameters().front()), before) << "nothing changed";
+  EXPECT_EQ(b.optimizer->lr(), lr);
+  EXPECT_EQ(b.sampler->start_position(), 0);
 }
 
 // ---- crash safety -------------------------------------------------------------------------------
