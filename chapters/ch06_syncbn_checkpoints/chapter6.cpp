@@ -165,11 +165,9 @@ int run(const Options& o) {
                         " per rank, so no optimiser step would ever run; use --accumulate ", micro_batches_per_epoch,
                         " or fewer, or a smaller --batch-size");
   const int64_t steps_per_epoch = micro_batches_per_epoch / o.accumulate;
-  if (o.warmup_epochs > 0.0) {
-    const int64_t warmup_steps =
-        std::max<int64_t>(1, std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch)));
-    warmup = std::make_unique<LinearLR>(*optimizer, warmup_start_factor, 1.0, warmup_steps);
-  }
+  const int64_t warmup_steps =
+      std::max<int64_t>(1, std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  if (o.warmup_epochs > 0.0) warmup = std::make_unique<LinearLR>(*optimizer, warmup_start_factor, 1.0, warmup_steps);
   //! [warmup]
   //! [state]
   // 4. What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
@@ -198,8 +196,9 @@ int run(const Options& o) {
     for (const std::string& note : info.notes) print_rank0("  note: " + note);
     // Flags given for a setting the checkpoint restored (the rate, the seed, the warm-up):
     // its value is used, and each such flag is named.
+    // (The steps the flags ask for: the loaded scheduler already holds the checkpoint's.)
     ResumeFlags flags = o.given;
-    if (warmup) flags.warmup_steps = warmup->total_iters();
+    flags.warmup_steps = warmup_steps;
     for (const std::string& note : resume_report(info, flags)) print_rank0("  note: " + note);
   }
   auto ddp = std::make_shared<DistributedDataParallel>(model);
