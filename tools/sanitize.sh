@@ -40,7 +40,9 @@ case "$mode" in
     unit_exclude='^ResNet50\.'
     # Any report stops the process with a non-zero exit and a stack trace. Open MPI's own
     # leaks are suppressed, each for a reason given in lsan.supp; Lockstep's are not.
-    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
+    # A request beyond memory returns null, as malloc does without ASan, so that the tests of
+    # the allocator's "out of memory" error see that error instead of ASan's report.
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:allocator_may_return_null=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$settings/lsan.supp:print_suppressions=0}
     # The processes that start MPI (the MPI tests, and chapters 4 onwards, which start it even
