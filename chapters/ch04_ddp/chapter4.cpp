@@ -117,7 +117,7 @@ int run(const Options& o) {
   SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   // SIGUSR1, SIGTERM or SIGINT: every rank stops after the same step (chapter 6 explains).
   // With --join the ranks step different numbers of times, so they agree at epoch ends only.
-  PreemptionWatch preemption;
+  PreemptionWatch preemption(/*enabled=*/!faults.unpairs_collectives());
   bool preempted = false;
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0;

@@ -262,7 +262,7 @@ int run(const Options& o) {
     compare_with_checkpoint(o.checkpoint, *model, device, step);
   };
   //! [save]
-  PreemptionWatch preemption;
+  PreemptionWatch preemption(/*enabled=*/!faults.unpairs_collectives());
   bool preempted = false;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position

@@ -72,4 +72,6 @@ bool FaultLab::runs_out_before(int64_t step) const {
 
 bool FaultLab::skips_backward(int64_t step) const { return strikes("skip-backward") && step == flags_.step; }
 
+bool FaultLab::unpairs_collectives() const { return flags_.fault == "skip-backward"; }
+
 }  // namespace lockstep

@@ -56,6 +56,10 @@ class FaultLab {
   bool runs_out_before(int64_t step) const;
   /// Whether this rank skips backward at step `step` of an epoch (--fault skip-backward).
   bool skips_backward(int64_t step) const;
+  /// Whether the run's collectives fall out of step on purpose (--fault skip-backward; the
+  /// same answer on every rank): then a check of its own at each step boundary, as the
+  /// preemption watch's, would stop the job before the lab shows what it is about.
+  bool unpairs_collectives() const;
 
  private:
   bool strikes(const char* fault) const { return flags_.fault == fault && rank_ == flags_.rank; }

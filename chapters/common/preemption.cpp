@@ -75,28 +75,26 @@ StopSignals::~StopSignals() {
 int StopSignals::received() const { return first_signal.load(); }
 
 // The watch's collectives are one flag at every boundary on every rank: DETAIL's fingerprint
-// checks would only make them wait for each other (and for a rank a fault holds back).
-PreemptionWatch::PreemptionWatch() : group_(&new_group(DistributedDebug::off)) {}
+// checks would only add a second collective to each.
+PreemptionWatch::PreemptionWatch(bool enabled) {
+  if (!enabled) return;
+  signals_.emplace();
+  group_ = &new_group(DistributedDebug::off);
+}
 
 bool PreemptionWatch::should_stop() {
-  if (stopping_) return true;
-  // 1. The previous boundary's all-reduce: the largest flag over the ranks. One rank's signal
-  //    stops all of them here.
-  if (pending_ != nullptr) {
-    pending_->wait();
-    stopping_ = flags_.item() > 0.0;
-    pending_.reset();
-    if (stopping_) return true;
-  }
-  // 2. This boundary's flag, on its way while the next step runs.
+  if (stopping_ || group_ == nullptr) return stopping_;
+  // The largest flag over the ranks: one rank's signal stops all of them here.
   const CollectiveCaller caller("preemption check");
-  flags_ = full({1}, signals_.received() != 0 ? 1.0 : 0.0, TensorOptions().dtype(DType::i32));
-  pending_ = group_->all_reduce_async(flags_, ReduceOp::Max);
-  return false;
+  // flag: (1) i32, 1 if this rank received a signal, then the largest over the ranks
+  const Tensor flag = full({1}, signals_->received() != 0 ? 1.0 : 0.0, TensorOptions().dtype(DType::i32));
+  group_->all_reduce(flag, ReduceOp::Max);
+  stopping_ = flag.item() > 0.0;
+  return stopping_;
 }
 
 std::string PreemptionWatch::reason() const {
-  const int signal = signals_.received();
+  const int signal = signals_ ? signals_->received() : 0;
   return signal != 0 ? signal_name(signal) : "another rank's signal";
 }
 

@@ -16,20 +16,20 @@
 ///
 /// The handler only sets a flag (all a signal handler may safely do); the training loop reads
 /// it at each step boundary, and an all-reduce (max) of that flag over the ranks makes every
-/// rank stop after the same step, whichever rank got the signal and whenever. The all-reduce
-/// runs on a process group of its own (new_group) and is read one boundary after it started,
-/// so it costs the step no wait and never pairs with the training's own collectives (which
-/// would change what chapter 4's fault lab shows). A signal received during step s stops the
-/// job after step s + 1. A second signal ends the process at once, as the signal would have
-/// without a handler.
+/// rank stop after the same step, whichever rank got the signal and whenever: a signal
+/// received during step s stops the job after step s. The all-reduce runs on a process group
+/// of its own (new_group), so it never pairs with the training's own collectives, and it
+/// blocks: at a step boundary the ranks have just met in the step's gradient all-reduce, so the
+/// wait is short, while the same all-reduce left running on the group's worker thread would
+/// take the CPU from the next step's compute. A second signal ends the process at once, as the
+/// signal would have without a handler.
 #pragma once
 
-#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "distributed/process_group.h"
-#include "tensor/tensor.h"
 
 namespace lockstep {
 
@@ -58,12 +58,15 @@ class StopSignals {
 class PreemptionWatch {
  public:
   /// Installs the handlers (StopSignals) and creates the watch's process group (new_group).
-  /// Collective: every rank constructs it at the same point, after init_process_group.
-  PreemptionWatch();
+  /// Collective: every rank constructs it at the same point, after init_process_group, with
+  /// the same `enabled`. A watch that is not enabled does neither, and never stops the job: for
+  /// the fault lab's runs whose collectives fall out of step on purpose
+  /// (FaultLab::unpairs_collectives), which the watch's own all-reduce would otherwise catch.
+  explicit PreemptionWatch(bool enabled = true);
 
   /// Whether the job stops at this step boundary: the same answer on every rank, true once any
-  /// rank has received a signal (see the file comment for when). Every rank calls it at every
-  /// step boundary, the same number of times; once true, it stays true.
+  /// rank has received a signal before it. Every rank calls it at every step boundary, the
+  /// same number of times; once true, it stays true.
   bool should_stop();
 
   /// The signal that stopped the job as this rank saw it ("SIGUSR1", "SIGTERM", "SIGINT"), or
@@ -71,10 +74,8 @@ class PreemptionWatch {
   std::string reason() const;
 
  private:
-  StopSignals signals_;
-  ProcessGroup* group_;            // the watch's own group
-  Tensor flags_;                   // the all-reduce in flight: (1) i32, this rank's flag, then the max
-  std::shared_ptr<Work> pending_;  // its Work, read at the next boundary
+  std::optional<StopSignals> signals_;  // none when not enabled
+  ProcessGroup* group_ = nullptr;       // the watch's own group
   bool stopping_ = false;
 };
 
