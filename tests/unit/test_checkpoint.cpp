@@ -22,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "lockstep.h"
+#include "temp_dir.h"
 #include "test_util.h"
 #include "util/fnv1a.h"
 
@@ -116,19 +117,9 @@ void expect_same_run(Trainer& a, Trainer& b) {
 }
 
 // Every test works in a fresh folder of its own, removed afterwards.
-class Checkpoint : public testing::Test {
+class Checkpoint : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_checkpoint_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    detail::set_save_before_rename_hook(nullptr);
-    fs::remove_all(dir_);
-  }
-  std::string file(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-  std::string dir_;
+  void TearDown() override { detail::set_save_before_rename_hook(nullptr); }
 };
 
 // ---- the pieces ---------------------------------------------------------------------------------

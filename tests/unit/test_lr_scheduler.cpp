@@ -16,6 +16,7 @@
 #include "nn/linear.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace lockstep {
@@ -270,15 +271,9 @@ struct WarmUpRun {
   LinearLR warmup;
 };
 
-class SchedulerCheckpoint : public testing::Test {
+class SchedulerCheckpoint : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_scheduler_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    path_ = (fs::path(pattern) / "ckpt.safetensors").string();
-  }
-  void TearDown() override { fs::remove_all(fs::path(path_).parent_path()); }
-  std::string path_;
+  const std::string path_ = file("ckpt.safetensors");
 };
 
 TEST_F(SchedulerCheckpoint, AResumedWarmUpContinuesBitForBit) {

@@ -24,6 +24,7 @@
 #include "common/program.h"
 #include "common/training_loss.h"
 #include "data/cifar10.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace lockstep {
@@ -147,18 +148,7 @@ TEST(NumberFlags, ThreadCountStopsAtItsLimit) {
 }
 
 // Every test works in a fresh directory of its own, removed afterwards.
-class OutputFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "lockstep_output_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (std::filesystem::path(dir_) / name).string(); }
-
-  std::string dir_;
-};
+using OutputFile = test::TempDirTest;
 
 TEST_F(OutputFile, ANewFileIsTriedAndNotLeftBehind) {
   check_output_file("--save", file("model.safetensors"));
@@ -177,8 +167,8 @@ TEST_F(OutputFile, AnExistingFileIsTriedAndNotChanged) {
 TEST_F(OutputFile, AMissingFolderOrAFolderInsteadOfAFileIsRefused) {
   EXPECT_EQ(test::error_message([&] { check_output_file("--trace", file("no-such-dir/t.json")); }),
             "--trace " + file("no-such-dir/t.json") + ": the folder '" + file("no-such-dir") + "' does not exist");
-  EXPECT_EQ(test::error_message([&] { check_output_file("--save", dir_); }),
-            "--save " + dir_ + ": this is a folder; name a file to write, in it or elsewhere");
+  EXPECT_EQ(test::error_message([&] { check_output_file("--save", dir()); }),
+            "--save " + dir() + ": this is a folder; name a file to write, in it or elsewhere");
 }
 
 // File permissions mean nothing to root, so a read-only place is one whose file system takes no
@@ -208,21 +198,18 @@ TEST(TrainingLoss, ANonFiniteLossNamesItsStepsAndTheFlagToLower) {
 // The chapters' CIFAR-10: the real dataset's 10000 records per file, or a smaller made-up copy
 // whose first training file sets the count, which every other file must then match.
 TEST(NamedDatasets, AMadeUpCifar10SetsItsCountAndAFileCutShortIsNamed) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("lockstep-cifar-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const test::TempDir dir("cifar10");
   const auto write = [&](const std::string& name, int64_t records) {
-    std::ofstream(dir / name, std::ios::binary) << std::string(records * kCifar10RecordBytes, '\1');
+    std::ofstream(dir.file(name), std::ios::binary) << std::string(records * kCifar10RecordBytes, '\1');
   };
   for (int b = 1; b <= 5; ++b) write("data_batch_" + std::to_string(b) + ".bin", 2);
   write("test_batch.bin", 2);
-  const TrainTestSets sets = load_train_test("cifar10", dir.string());
+  const TrainTestSets sets = load_train_test("cifar10", dir.path());
   EXPECT_EQ(sets.train->size(), 10);
   EXPECT_EQ(sets.test->size(), 2);
   // data_batch_3.bin cut at a record boundary: whole records, but one fewer than the others.
   write("data_batch_3.bin", 1);
-  test::expect_error([&] { load_train_test("cifar10", dir.string()); }, "data_batch_3.bin' holds 3073 bytes");
-  std::filesystem::remove_all(dir);
+  test::expect_error([&] { load_train_test("cifar10", dir.path()); }, "data_batch_3.bin' holds 3073 bytes");
 }
 
 // A stop signal is noted, not acted on: the training loop reads it at a step boundary.

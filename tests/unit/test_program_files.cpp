@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/program.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 using namespace lockstep;
@@ -24,25 +25,10 @@ namespace {
 
 // Every test works in a fresh folder of its own, removed afterwards. A call that blocks (a
 // FIFO's open) ends the test run after 20 s instead of hanging it.
-class ProgramFiles : public ::testing::Test {
+class ProgramFiles : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_program_files_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    ::alarm(20);
-  }
-  void TearDown() override {
-    ::alarm(0);
-    fs::remove_all(dir_);
-  }
-  std::string file(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-  std::string make_fifo(const std::string& name) const {
-    EXPECT_EQ(::mkfifo(file(name).c_str(), 0600), 0);
-    return file(name);
-  }
-
-  std::string dir_;
+  void SetUp() override { ::alarm(20); }
+  void TearDown() override { ::alarm(0); }
 };
 
 std::string contents(const std::string& path) {
@@ -63,8 +49,8 @@ TEST_F(ProgramFiles, AnInputFileMustBeARegularFileThatCanBeRead) {
   const std::string fifo = make_fifo("pipe");
   EXPECT_EQ(error_message([&] { check_input_file("--load", fifo); }),
             "--load " + fifo + ": this is a FIFO (named pipe); name a regular file to read");
-  EXPECT_EQ(error_message([&] { check_input_file("--resume", dir_); }),
-            "--resume " + dir_ + ": this is a folder; name a regular file to read");
+  EXPECT_EQ(error_message([&] { check_input_file("--resume", dir()); }),
+            "--resume " + dir() + ": this is a folder; name a regular file to read");
   EXPECT_EQ(error_message([&] { check_input_file("--resume", file("missing.safetensors")); }),
             "--resume " + file("missing.safetensors") + ": cannot read this file (No such file or directory)");
   EXPECT_TRUE(fs::is_fifo(fifo));

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <string>
 
+#include "temp_dir.h"
 #include "test_util.h"
 #include "util/regular_file.h"
 
@@ -36,25 +37,12 @@ class HangGuard {
 };
 
 // Every test works in a fresh folder of its own, removed afterwards.
-class RegularFile : public ::testing::Test {
+class RegularFile : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_regular_file_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (fs::path(dir_) / name).string(); }
   std::string write(const std::string& name, const std::string& text) const {
     std::ofstream(file(name), std::ios::binary) << text;
     return file(name);
   }
-  std::string make_fifo(const std::string& name) const {
-    EXPECT_EQ(::mkfifo(file(name).c_str(), 0600), 0) << std::strerror(errno);
-    return file(name);
-  }
-
-  std::string dir_;
 };
 
 // The text of the file open at `fd` from its start, closing it.
@@ -125,9 +113,9 @@ TEST_F(RegularFile, ADeviceIsRefusedAndLeftAsItIs) {
 }
 
 TEST_F(RegularFile, AFolderIsRefused) {
-  EXPECT_EQ(error_message([&] { open_regular_file("read_idx_images", dir_, O_RDONLY); }),
-            "read_idx_images: '" + dir_ + "' is a folder; name a file");
-  EXPECT_EQ(non_regular_kind(dir_), "a folder");
+  EXPECT_EQ(error_message([&] { open_regular_file("read_idx_images", dir(), O_RDONLY); }),
+            "read_idx_images: '" + dir() + "' is a folder; name a file");
+  EXPECT_EQ(non_regular_kind(dir()), "a folder");
 }
 
 TEST_F(RegularFile, ASocketIsRefused) {

@@ -12,6 +12,7 @@
 #include "common/resume_report.h"
 #include "io/checkpoint.h"
 #include "lockstep.h"
+#include "temp_dir.h"
 
 namespace lockstep {
 namespace {
@@ -124,7 +125,8 @@ TEST(ResumeReport, SettingsTheCheckpointDidNotRestoreAreNotCompared) {
 // End to end: what load_checkpoint restores is what the report compares, and the sentence is
 // true: the optimiser trains on with the checkpoint's rate and momentum.
 TEST(ResumeReport, ReadsWhatLoadCheckpointRestored) {
-  const fs::path path = fs::temp_directory_path() / ("lockstep_resume_report_" + std::to_string(getpid()));
+  const test::TempDir dir("resume_report");
+  const std::string path = dir.file("checkpoint.safetensors");
   manual_seed(1);
   const std::shared_ptr<Module> saved_model = make_model("mlp");
   SGD saved_sgd(saved_model->parameters(), SGDOptions(0.1).momentum(0.9));
@@ -133,7 +135,7 @@ TEST(ResumeReport, ReadsWhatLoadCheckpointRestored) {
   saved.model = saved_model.get();
   saved.optimizer = &saved_sgd;
   saved.sampler = &saved_sampler;
-  save_checkpoint(path.string(), saved, 0, 1);
+  save_checkpoint(path, saved, 0, 1);
 
   const std::shared_ptr<Module> model = make_model("mlp");
   SGD sgd(model->parameters(), SGDOptions(0.2).momentum(0.5));
@@ -142,8 +144,7 @@ TEST(ResumeReport, ReadsWhatLoadCheckpointRestored) {
   state.model = model.get();
   state.optimizer = &sgd;
   state.sampler = &sampler;
-  const ResumeInfo info = load_checkpoint(path.string(), state, Device::cpu(), 0, 1);
-  fs::remove(path);
+  const ResumeInfo info = load_checkpoint(path, state, Device::cpu(), 0, 1);
   ResumeFlags flags;
   flags.lr = 0.2;
   flags.momentum = 0.5;

@@ -15,6 +15,7 @@
 #include "lockstep.h"
 #include "test_util.h"
 #include "util/trace.h"
+#include "temp_dir.h"
 
 using namespace lockstep;
 using namespace lockstep::test;
@@ -241,11 +242,11 @@ TEST(Trace, WritesAFileThatParsesAndSaysWhyItCannot) {
   enable_trace();
   { const RecordFunction span("written", "test"); }
   disable_trace();
-  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_test_trace.json").string();
+  const TempDir dir("trace");
+  const std::string path = dir.file("trace.json");
   write_trace_file(path, trace_events_json(0, "rank 0", trace_start_us()));
   std::ifstream file(path);
   const nlohmann::json trace = nlohmann::json::parse(file);
-  std::filesystem::remove(path);
   ASSERT_TRUE(trace["traceEvents"].is_array());
   span_named(trace["traceEvents"], "written");
   expect_error([] { write_trace_file("/no-such-dir/trace.json", ""); },
@@ -256,12 +257,12 @@ TEST(Trace, WritesAFileThatParsesAndSaysWhyItCannot) {
 TEST(Trace, SaveTraceStopsAndWritesThisProcesssSpans) {
   enable_trace();
   { const RecordFunction span("saved", "test"); }
-  const std::string path = (std::filesystem::temp_directory_path() / "lockstep_test_save_trace.json").string();
+  const TempDir dir("trace");
+  const std::string path = dir.file("trace.json");
   EXPECT_EQ(save_trace(path, "program"), 1);
   EXPECT_FALSE(trace_enabled());
   std::ifstream file(path);
   const nlohmann::json events = nlohmann::json::parse(file)["traceEvents"];
-  std::filesystem::remove(path);
   EXPECT_EQ(span_named(events, "saved")["cat"], "test");
   bool named = false;
   for (const auto& event : events) named = named || (event["name"] == "process_name" && event["args"]["name"] == "program");
