@@ -82,6 +82,13 @@ class AtomicFile {
     if (cleared) file_ = fopen_regular_file("save_safetensors", tmp_, "wb");
     LOCKSTEP_CHECK(file_ != nullptr, "save_safetensors: cannot create '", tmp_, "' (to be renamed to '", target_,
                    "'): ", std::strerror(errno));
+    // The file it replaces keeps its permissions, as a file overwritten in place would: a
+    // checkpoint its owner made private stays private.
+    struct stat existing {};
+    if (::stat(target_.c_str(), &existing) == 0) {
+      LOCKSTEP_CHECK(::fchmod(::fileno(file_.get()), existing.st_mode & 07777) == 0, "save_safetensors: cannot give '",
+                     tmp_, "' the permissions of '", target_, "': ", std::strerror(errno));
+    }
   }
   ~AtomicFile() {
     if (!committed_) std::remove(tmp_.c_str());

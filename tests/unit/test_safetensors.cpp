@@ -17,6 +17,7 @@
 
 #include "io/safetensors.h"
 #include "lockstep.h"
+#include "temp_dir.h"
 
 using namespace lockstep;
 namespace fs = std::filesystem;
@@ -58,18 +59,7 @@ std::string tensor_bytes(const Tensor& t) {
 }
 
 // Every test works in a fresh directory of its own, removed afterwards.
-class Safetensors : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "lockstep_safetensors_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-
-  std::string dir_;
-};
+using Safetensors = test::TempDirTest;
 
 }  // namespace
 
@@ -257,7 +247,7 @@ TEST_F(Safetensors, CorruptFilesGiveOneLineErrorsNamingTheFileAndTheProblem) {
     write_bytes(path, c.bytes);
     expect_error([&] { load_safetensors(path); }, {"load_safetensors: '" + path + "'", c.words});
   }
-  expect_error([&] { load_safetensors(dir_); }, {"load_safetensors: '" + dir_ + "' is a folder; name a file"});
+  expect_error([&] { load_safetensors(dir()); }, {"load_safetensors: '" + dir() + "' is a folder; name a file"});
   expect_error([&] { load_safetensors(file("missing.safetensors")); },
                {file("missing.safetensors"), "cannot open the file: No such file or directory"});
 }
@@ -333,14 +323,14 @@ TEST_F(Safetensors, SaveRejectsBadStateDicts) {
                {"save_safetensors", "'__metadata__' is reserved"});
   expect_error([&] { save_safetensors(file("x.safetensors"), {{"w", Tensor()}}); },
                {"save_safetensors", "tensor 'w' is undefined"});
-  EXPECT_TRUE(fs::is_empty(dir_));  // bad input never creates a file
+  EXPECT_TRUE(fs::is_empty(dir()));  // bad input never creates a file
 }
 
 TEST_F(Safetensors, SaveRejectsTensorsOffTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   expect_error([&] { save_safetensors(file("x.safetensors"), {{"w", ones({2}).to(Device::cuda(0))}}); },
                {"tensor 'w' is on cuda:0; move it to the CPU first"});
-  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_TRUE(fs::is_empty(dir()));
 }
 
 TEST_F(Safetensors, WritesAtomicallyAndReplacesOnlyOnSuccess) {
@@ -405,6 +395,16 @@ TEST_F(Safetensors, SavesThroughASymbolicLinkToItsTarget) {
   EXPECT_TRUE(fs::is_symlink(file("links/next.safetensors")));
   EXPECT_TRUE(fs::is_regular_file(file("runs/new.safetensors")));
   EXPECT_EQ(load_safetensors(file("links/next.safetensors"))[0].second.to_vector<float>(), (std::vector<float>{1}));
+}
+
+// A save that replaces a file keeps its permissions (a new file gets the umask's).
+TEST_F(Safetensors, AReplacedFileKeepsItsPermissions) {
+  save_safetensors(file("model.safetensors"), {{"w", zeros({2})}});
+  fs::permissions(file("model.safetensors"), fs::perms::owner_read | fs::perms::owner_write);
+  save_safetensors(file("model.safetensors"), {{"w", ones({2})}});
+  EXPECT_EQ(fs::status(file("model.safetensors")).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(load_safetensors(file("model.safetensors"))[0].second.to_vector<float>(), (std::vector<float>{1, 1}));
 }
 
 // A target that is not a regular file is refused before anything is written: a device node, a
