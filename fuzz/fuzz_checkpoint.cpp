@@ -119,20 +119,10 @@ std::string generator_state() {
 // The input's lines as metadata, "@state" replaced by generator_state().
 Metadata parse_metadata(const uint8_t* data, size_t size) {
   static const std::string state = generator_state();
-  Metadata metadata;
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
-    const size_t equals = line.find('=');
-    if (equals == std::string::npos) continue;
-    std::string value = line.substr(equals + 1);
+  Metadata metadata = lockstep::fuzz::key_value_lines(data, size);
+  for (auto& [key, value] : metadata) {
     for (size_t at = value.find("@state"); at != std::string::npos; at = value.find("@state", at + state.size()))
       value.replace(at, 6, state);
-    metadata[line.substr(0, equals)] = value;
   }
   return metadata;
 }

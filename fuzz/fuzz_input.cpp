@@ -42,6 +42,20 @@ std::string write_file(const std::string& name, const uint8_t* data, size_t size
   return path;
 }
 
+std::map<std::string, std::string> key_value_lines(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::map<std::string, std::string> values;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    const size_t equals = line.find('=');
+    if (equals != std::string::npos) values[line.substr(0, equals)] = line.substr(equals + 1);
+  }
+  return values;
+}
+
 void require(bool holds, const std::string& what) {
   if (holds) return;
   std::cerr << "fuzz property failed: " << what << std::endl;

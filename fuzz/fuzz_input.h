@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace lockstep::fuzz {
@@ -15,6 +16,11 @@ const std::string& scratch_folder();
 
 /// Writes `size` bytes at `data` to `scratch_folder()/name` (replacing it) and returns its path.
 std::string write_file(const std::string& name, const uint8_t* data, size_t size);
+
+/// The input read as lines of KEY=VALUE, for the targets that feed settings: a line without
+/// '=' is ignored, and a later line replaces an earlier one with the same key. Bytes are kept
+/// as they are (a zero byte included).
+std::map<std::string, std::string> key_value_lines(const uint8_t* data, size_t size);
 
 /// Stops the process with "fuzz property failed: <what>" on stderr unless `holds`: a reader
 /// returned something its documentation rules out.

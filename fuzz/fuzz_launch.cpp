@@ -17,18 +17,9 @@
 using lockstep::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::map<std::string, std::string> environment;
-  const std::string text(reinterpret_cast<const char*>(data), size);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    const size_t equals = line.find('=');
-    // getenv returns C strings: a value ends at its first zero byte, as in a real environment.
-    if (equals != std::string::npos) environment[line.substr(0, equals)] = line.substr(equals + 1).c_str();
-    start = end + 1;
-  }
+  std::map<std::string, std::string> environment = lockstep::fuzz::key_value_lines(data, size);
+  // getenv returns C strings: a value ends at its first zero byte, as in a real environment.
+  for (auto& [name, value] : environment) value = value.c_str();
   const auto getenv = [&environment](const char* name) -> const char* {
     const auto found = environment.find(name);
     return found == environment.end() ? nullptr : found->second.c_str();
