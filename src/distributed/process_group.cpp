@@ -1,5 +1,6 @@
 #include "distributed/process_group.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -58,6 +59,30 @@ void check_sliced(const char* collective, const Tensor& big, const Tensor& small
                  " (the world size) times the elements of the smaller, got shapes ", shape_str(big.shape()), " and ",
                  shape_str(small.shape()));
 }
+// What each rank tells the others when a group starts, sent as bytes: its timeout, its debug
+// level, and why it could not resolve them (empty when it could), cut to fit.
+struct Settings {
+  double timeout;
+  int32_t debug;
+  int32_t padding;
+  char problem[240];
+};
+
+// The ranks' settings problems as one message: the problem alone when every rank has the same
+// one, else each rank's after its number; empty when no rank has one.
+std::string settings_problems(const std::vector<Settings>& ranks) {
+  const auto same_as_rank_0 = [&](const Settings& s) { return std::strcmp(s.problem, ranks[0].problem) == 0; };
+  if (ranks[0].problem[0] != '\0' && std::all_of(ranks.begin(), ranks.end(), same_as_rank_0)) {
+    return std::string(ranks[0].problem) + (ranks.size() > 1 ? " (on every rank)" : "");
+  }
+  std::string problems;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].problem[0] == '\0') continue;
+    problems += detail::concat(problems.empty() ? "" : "; ", "rank ", r, ": ", ranks[r].problem);
+  }
+  return problems;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, const ProcessGroupOptions& options)
@@ -77,31 +102,13 @@ ProcessGroup::ProcessGroup(int rank, int size, const ProcessGroupOptions& option
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::start_watchdog(WatchdogHooks hooks) {
-  // The settings travel as bytes: the timeout's 8, the debug level, then why they could not be
-  // resolved (empty when they could), cut to fit.
-  struct Settings {
-    double timeout;
-    int32_t debug;
-    int32_t padding;
-    char problem[240];
-  } mine{timeout_, static_cast<int32_t>(debug_), 0, {}};
+  Settings mine{timeout_, static_cast<int32_t>(debug_), 0, {}};
   std::strncpy(mine.problem, settings_problem_.c_str(), sizeof(mine.problem) - 1);
   const std::vector<uint8_t> all = gather_bytes(&mine, sizeof(mine), "process group set-up");
   std::vector<Settings> ranks(static_cast<size_t>(size_));
   std::memcpy(ranks.data(), all.data(), all.size());
   // 1. A rank that could not read its settings: every rank names it (or says all had it).
-  std::string problems;
-  int with_problem = 0;
-  for (int r = 0; r < size_; ++r) {
-    if (ranks[r].problem[0] == '\0') continue;
-    ++with_problem;
-    problems += (problems.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + ranks[r].problem;
-  }
-  if (with_problem == size_ && size_ > 1 && std::strcmp(ranks[0].problem, ranks[size_ - 1].problem) == 0) {
-    problems = std::string(ranks[0].problem) + " (on every rank)";
-  }
-  if (size_ == 1 && with_problem == 1) problems = ranks[0].problem;
-  if (with_problem > 0) throw AgreedError(problems);
+  if (const std::string problems = settings_problems(ranks); !problems.empty()) throw AgreedError(problems);
   // 2. Settings every rank could read, but different ones.
   for (int r = 0; r < size_; ++r) {
     const Settings& theirs = ranks[r];
