@@ -396,6 +396,10 @@ int main(int argc, char** argv) {
   add_fault_flags(app, o.fault);
   o.command_line.assign(argv, argv + argc);
   return run_program(app, argc, argv, [&] {
+    // Each rank reads its own command line here, before any rank waits for another.
+    LOCKSTEP_CHECK(o.optimizer == "sgd" || app.count("--momentum") == 0, "--momentum ", o.train.momentum,
+                   " is SGD's, and --optimizer adam has none (Adam keeps its own moving averages, with PyTorch's "
+                   "betas 0.9 and 0.999): leave --momentum out, or train with --optimizer sgd");
     o.checkpoint_given = app.count("--checkpoint") > 0;
     if (app.count("--lr") > 0) o.given.lr = o.train.lr;
     if (app.count("--momentum") > 0) o.given.momentum = o.train.momentum;

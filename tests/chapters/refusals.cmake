@@ -68,6 +68,9 @@ lockstep_program_test(chapter6_warmup_start_factor_needs_warmup_epochs chapter6 
                       "--warmup-start-factor requires --warmup-epochs" --warmup-start-factor 0.5)
 lockstep_program_test(chapter6_rejects_a_warmup_longer_than_the_run chapter6 failure
                       "--warmup-epochs 2 is longer than the run \\(--epochs 1\\)" --warmup-epochs 2 --max-steps 1)
+# A flag the chosen optimiser has no use for is refused, not ignored.
+lockstep_program_test(chapter6_refuses_momentum_with_adam chapter6 failure
+                      "--momentum 0.5 is SGD's, and --optimizer adam has none" --optimizer adam --momentum 0.5)
 # A checkpoint that is missing or is not one: a sentence naming the file, before any training.
 lockstep_program_test(chapter6_resume_needs_the_file chapter6 failure "no-such.safetensors"
                       --resume ${CMAKE_CURRENT_BINARY_DIR}/no-such.safetensors --max-steps 1)
