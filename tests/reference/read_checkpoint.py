@@ -58,7 +58,9 @@ def main(argv):
         from safetensors import safe_open
         from safetensors.torch import load_file
     except ImportError as e:
-        print(f"read_checkpoint.py: skipped: {e}; install it with: pip install safetensors")
+        print(f"read_checkpoint.py: skipped: {e}; install it with: pip install safetensors "
+              "(on Debian, whose Python refuses a plain pip install: "
+              "python3 -m pip install --break-system-packages safetensors; torch: apt-get install python3-torch)")
         return 77
 
     tensors = load_file(path)  # what PyTorch users call: every tensor, as torch tensors
