@@ -37,7 +37,7 @@ case "$mode" in
     # ResNet-50's unit tests build and run the whole model at full size (about half the unit
     # tests' time under the sanitizers); its convolutions, batch norms and pools are the
     # kernels the Conv2d, BatchNorm, MaxPool and Models tests run on small shapes.
-    unit_exclude='^ResNet50\.'
+    unit_exclude='^ResNet50$'
     # Any report stops the process with a non-zero exit and a stack trace. Open MPI's own
     # leaks are suppressed, each for a reason given in lsan.supp; Lockstep's are not.
     # A request beyond memory returns null, as malloc does without ASan, so that the tests of
