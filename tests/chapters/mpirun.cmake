@@ -189,12 +189,16 @@ foreach(ranks 2 3)
                        --max-steps 4 --save-every 4 --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/chapter6-${ranks}.safetensors)
 endforeach()
 lockstep_mpirun_test(chapter6_accumulation_saves_all_reduces 2
-                     "accumulation: 6 backward pass.es. inside no_sync.. saved 6 bucket all-reduce.s..*saved_allreduces=6 "
-                     $<TARGET_FILE:chapter6> --device cpu --max-steps 2 --accumulate 4 --batch-size 8)
+                     "accumulation: 4 backward pass.es. inside no_sync.. saved 4 bucket all-reduce.s..*saved_allreduces=4 "
+                     $<TARGET_FILE:chapter6> --device cpu --dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8
+                     --max-steps 2 --accumulate 3)
+# On the made-up CIFAR-10 (7 steps of 8 images per rank in an epoch): the 8 steps cross an
+# epoch's end, after the checkpoint of step 4 that the resumed job starts from.
+set(resume_data "--dataset cifar10 --data ${VARIED_CIFAR} --batch-size 8 --epochs 2")
 add_test(NAME chapter6_resume_after_kill
          COMMAND ${CMAKE_COMMAND} -DMPIRUN=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:chapter6>
                  -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=8 -DEVERY=4 -DKILL_AT=6
-                 -P ${RESUME_AFTER_KILL})
+                 "-DEXTRA=${resume_data}" -P ${RESUME_AFTER_KILL})
 set_tests_properties(chapter6_resume_after_kill PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 # The same with a warm-up: the checkpoint carries the scheduler, so the resumed run is still
@@ -202,7 +206,7 @@ set_tests_properties(chapter6_resume_after_kill PROPERTIES LABELS "chapter;mpi" 
 add_test(NAME chapter6_resume_after_kill_with_warmup
          COMMAND ${CMAKE_COMMAND} -DMPIRUN=${MPIEXEC_EXECUTABLE} -DPROGRAM=$<TARGET_FILE:chapter6>
                  -DDIR=${CMAKE_CURRENT_BINARY_DIR} -DSTEPS=8 -DEVERY=4 -DKILL_AT=6 -DNAME=warmup-
-                 "-DEXTRA=--model cnn --warmup-epochs 0.02"
+                 "-DEXTRA=${resume_data} --warmup-epochs 1"
                  -P ${RESUME_AFTER_KILL})
 set_tests_properties(chapter6_resume_after_kill_with_warmup PROPERTIES LABELS "chapter;mpi" TIMEOUT 600
                      ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")

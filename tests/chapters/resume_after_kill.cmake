@@ -5,7 +5,7 @@
 #   3. a new job resuming from the checkpoint of step 2: checksum B.
 # A == B, bitwise. The checkpoint of run 2 must have survived the kill intact.
 #   cmake -DMPIRUN=... -DPROGRAM=... -DDIR=... -DSTEPS=8 -DEVERY=4 -DKILL_AT=6 -P resume_after_kill.cmake
-# EXTRA: more flags for all three jobs, in one string ("--model cnn --warmup-epochs 0.02": a
+# EXTRA: more flags for all three jobs, in one string ("--warmup-epochs 1": a
 # learning rate that changes every step, from the scheduler the checkpoint restores); NAME: a
 # prefix for the checkpoint files, so that two such tests may run at once.
 separate_arguments(extra UNIX_COMMAND "${EXTRA}")
