@@ -6,6 +6,7 @@
 #      (fuzz/regressions/<target>/), so a bug that came back fails at once;
 #   2. fuzzes it for SECONDS, starting from the seeds, with a limit on each input's time (a
 #      hang) and memory (a runaway allocation).
+# The targets run side by side, one per core (JOBS: how many at once).
 # New interesting inputs go to BUILD_DIR/fuzz-corpus/<target>/ (the committed seeds stay as
 # they are); a crash is written to BUILD_DIR/fuzz-artifacts/<target>/ and named at the end, with
 # the command that replays it. Fix the bug, then keep the input as a regression:
@@ -39,25 +40,30 @@ max_len() {
   esac
 }
 
-failed=""
-for target in $targets; do
-  program=$build/fuzz/fuzz_$target
-  seeds=$root/fuzz/corpus/$target
-  regressions=$root/fuzz/regressions/$target
-  corpus=$build/fuzz-corpus/$target
-  artifacts=$build/fuzz-artifacts/$target
+# One target: replay, then fuzz. What it prints goes to its summary file; a target that fails
+# leaves its name in failed/.
+results=$build/fuzz-results
+rm -rf "$results"
+mkdir -p "$results/failed"
+fuzz_one() {
+  local target=$1
+  local program=$build/fuzz/fuzz_$target
+  local seeds=$root/fuzz/corpus/$target
+  local regressions=$root/fuzz/regressions/$target
+  local corpus=$build/fuzz-corpus/$target
+  local artifacts=$build/fuzz-artifacts/$target
   mkdir -p "$corpus" "$artifacts"
-  dict=()
+  local dict=()
   [ -f "$root/fuzz/dicts/$target.dict" ] && dict=(-dict="$root/fuzz/dicts/$target.dict")
 
   echo "== fuzz_$target: replaying the seeds and regressions"
-  replay=("$seeds"/*)
+  local replay=("$seeds"/*)
   if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then replay+=("$regressions"/*); fi
   if ! "$program" "${replay[@]}" > "$artifacts/replay.log" 2>&1; then
     tail -n 40 "$artifacts/replay.log"
     echo "fuzz_$target: a seed or regression input fails again (log: $artifacts/replay.log)"
-    failed="$failed $target"
-    continue
+    touch "$results/failed/$target"
+    return 0
   fi
 
   echo "== fuzz_$target: fuzzing for ${seconds}s"
@@ -67,9 +73,27 @@ for target in $targets; do
       -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
       -artifact_prefix="$artifacts/" > "$artifacts/fuzz.log" 2>&1; then
     tail -n 60 "$artifacts/fuzz.log"
-    failed="$failed $target"
+    touch "$results/failed/$target"
   fi
   grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done )" "$artifacts/fuzz.log" || true
+}
+
+# A fuzzer runs on one core: the targets run as many at a time as there are cores, and each
+# one's summary is printed, in order, when all have finished.
+running=0
+for target in $targets; do
+  fuzz_one "$target" > "$results/$target.txt" 2>&1 &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+failed=""
+for target in $targets; do
+  cat "$results/$target.txt"
+  if [ -e "$results/failed/$target" ]; then failed="$failed $target"; fi
 done
 
 if [ -n "$failed" ]; then
