@@ -45,18 +45,25 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Dev
     mpi::finalize();
     throw;
   }
-  // torchrun starts processes but no MPI job: MPI sees each as a one-rank job of its own, and
-  // each would train alone on the whole dataset, without a word. Slurm's variables are also
-  // held by a batch script that runs one process (task 0 of the allocation, a world of one);
-  // a task above 0 that MPI sees alone was started by srun without MPI support.
-  const bool torchrun_without_mpi = launch.launcher == "torchrun" && launch.world_size != s.cpu_group->size();
-  const bool srun_without_mpi = launch.launcher == "slurm" && launch.rank > 0 && s.cpu_group->size() == 1;
-  if (torchrun_without_mpi || srun_without_mpi) {
+  // The launcher's variables and MPI must agree on the job. torchrun starts processes but no MPI
+  // job: MPI sees each as a one-rank job of its own, and each would train alone on the whole
+  // dataset, without a word. So does another MPI's launcher (MPICH's mpiexec, which sets PMI_*,
+  // starting a program built with Open MPI). Slurm's variables are also held by a batch script
+  // that runs one process (task 0 of the allocation, a world of one); a task above 0 that MPI
+  // sees alone was started by srun without MPI support.
+  const int mpi_size = s.cpu_group->size();
+  // (Without any launcher's variables, MPI's own rank and size are the job's.)
+  const bool known_launcher = launch.launcher != "none";
+  const bool slurm_batch_script = launch.launcher == "slurm" && launch.rank == 0 && mpi_size == 1;
+  if (known_launcher && launch.world_size != mpi_size && !slurm_batch_script) {
+    const bool mpi_launcher = launch.launcher == "openmpi" || launch.launcher == "mpich";
     const std::string message = detail::concat(
         "init_process_group: ", launch.launcher, " says this process is rank ", launch.rank, " of ",
-        launch.world_size, ", but MPI sees a job of ", s.cpu_group->size(),
-        " process(es); Lockstep's process groups run over MPI, so start the job with mpirun -n ", launch.world_size,
-        " (or srun with MPI support, e.g. srun --mpi=pmix)");
+        launch.world_size, ", but MPI sees a job of ", mpi_size, " process(es); Lockstep's process groups run over MPI, ",
+        mpi_launcher ? "and this launcher is another MPI's than the one Lockstep was built with: start the job with "
+                       "the mpirun of Lockstep's MPI (Debian: Open MPI's), mpirun -n "
+                     : "so start the job with mpirun -n ",
+        launch.world_size, " (or srun with MPI support, e.g. srun --mpi=pmix)");
     // Nothing to retry: shut MPI down, so the process can end cleanly.
     destroy_process_group();
     throw Error(message);

@@ -118,6 +118,12 @@ lockstep_program_test(chapter4_srun_without_mpi_is_refused chapter4 failure
                       "slurm says this process is rank 1 of 2, but MPI sees a job of 1 process.es.; .*srun --mpi=pmix"
                       --max-steps=1)
 set_tests_properties(chapter4_srun_without_mpi_is_refused PROPERTIES ENVIRONMENT "SLURM_PROCID=1;SLURM_NTASKS=2")
+# Another MPI's launcher (MPICH's mpiexec sets PMI_*) around a program built with Open MPI: each
+# process would be a world of one; refused like torchrun's.
+lockstep_program_test(chapter4_another_mpis_launcher_is_refused chapter4 failure
+                      "mpich says this process is rank 1 of 2, but MPI sees a job of 1 process.es.; .*another MPI's.*mpirun -n 2"
+                      --max-steps=1)
+set_tests_properties(chapter4_another_mpis_launcher_is_refused PROPERTIES ENVIRONMENT "PMI_RANK=1;PMI_SIZE=2")
 lockstep_program_test(chapter4_slurm_batch_script_runs_alone chapter4 success "world: 1 rank.s. started by slurm"
                       --model mlp --max-steps=1)
 set_tests_properties(chapter4_slurm_batch_script_runs_alone PROPERTIES ENVIRONMENT
