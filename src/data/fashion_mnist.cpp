@@ -20,8 +20,10 @@ const char* const kFileNames[] = {"train-images-idx3-ubyte", "train-labels-idx1-
 std::string find_file(const std::string& root, const std::string& name) {
   for (const std::string& candidate : {name, name + ".gz"}) {
     const fs::path path = fs::path(root) / candidate;
+    // Whatever the name holds: a FIFO or a folder is refused by the reader, naming what it is,
+    // where "missing" would send the reader looking for a file that is there.
     std::error_code error;
-    if (fs::is_regular_file(path, error)) return path.string();
+    if (fs::exists(path, error)) return path.string();
   }
   return "";
 }

@@ -369,6 +369,19 @@ TEST(FindDataDir, FlagThenEnvironmentThenFallbacks) {
   }
 }
 
+// A name that holds something other than a file (a FIFO) is found, and the reader then says
+// what it is, where "missing" would send the user looking for a file that is there.
+TEST(FindDataDir, AFifoInPlaceOfAFileIsNamedNotMissing) {
+  TempDir dir;
+  write_fashion(dir, "train", Bytes(784, 0), {1}, true);
+  ASSERT_EQ(::mkfifo(dir.file("t10k-images-idx3-ubyte").c_str(), 0600), 0);
+  write_file(dir.file("t10k-labels-idx1-ubyte"), {0, 0, 8, 1, 0, 0, 0, 1, 1});
+  EnvGuard guard("LOCKSTEP_DATA", nullptr);
+  EXPECT_EQ(find_data_dir(dir.path(), {}), dir.path());
+  expect_error([&] { fashion_mnist(dir.path(), false); },
+               "'" + dir.file("t10k-images-idx3-ubyte") + "' is a FIFO (named pipe); name a regular file");
+}
+
 TEST(FindDataDir, ADirectoryTheUserNamedMustHoldTheFiles) {
   TempDir incomplete, fallback;
   write_fashion(incomplete, "train", Bytes(784, 0), {1}, true);
