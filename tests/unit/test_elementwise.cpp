@@ -92,10 +92,11 @@ TEST(Elementwise, ReluKeepsNaN) {
 // relu keeps, for its backward pass, one bit per element instead of its output
 // (tensor/ops/rules/relu_mask.h): bit i % 8 of byte i / 8, set where element i is > 0 or
 // NaN, and 0 past the last element. Its output has the bits of the plain elementwise relu.
-// 37 values: two vectors of 16 (the AVX-512 loop), a tail of 5 and a part-filled word.
+// 37 values: two vectors of 16 f32 or one of 32 16-bit elements (the AVX-512 loops), a tail of
+// 5 and a part-filled word. A NaN with its sign bit set passes too.
 std::vector<double> relu_test_values(int64_t n) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  const std::vector<double> specials = {-1.5, 0.0, -0.0, 2.5, nan, inf, -inf, 1e-30, -3e-8, 0.75, -7.0};
+  const std::vector<double> specials = {-1.5, 0.0, -0.0, 2.5, nan, inf, -inf, 1e-30, -3e-8, 0.75, -7.0, -nan};
   std::vector<double> values(static_cast<size_t>(n));
   for (size_t i = 0; i < values.size(); ++i) values[i] = specials[(i * 7) % specials.size()];
   return values;

@@ -4,8 +4,8 @@
 // pass reads 1 bit per element where it would have read 4 bytes of an f32 output.
 //
 // A byte of the mask holds 8 elements, so the portable loops work a byte at a time; with
-// AVX-512 the f32 loops work 16 elements (two bytes) at a time, and a comparison yields the
-// 16 bits directly. Threads share a tensor in the pieces of the elementwise kernels
+// AVX-512 the f32 loops work 16 elements (two bytes) at a time, and the 16-bit loops (bf16,
+// f16; AVX-512BW) 32 elements (four bytes): a comparison yields the bits directly. Threads share a tensor in the pieces of the elementwise kernels
 // (for_each_row), which start at multiples of kRowPiece: at whole bytes of the mask, so no two
 // threads write one byte.
 #include "tensor/ops/dispatch/relu_kernels.h"
@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "core/dispatch.h"
+#include "core/half.h"
 #include "tensor/strided_loop.h"
 #include "tensor/ops/rules/elementwise_math.h"
 
@@ -54,8 +55,19 @@ void relu_backward_bytes(const T* g, const uint8_t* mask, T* grad_input, int64_t
   }
 }
 
-// With AVX-512, f32 elements 16 at a time from the first; each returns how many it did (a
-// multiple of 16), and the byte loops above take the rest. Other types leave them all to those.
+// The bits of -infinity in a 16-bit float format: every bit pattern above it, read as an
+// unsigned integer, is a negative NaN.
+template <class T>
+constexpr uint16_t negative_infinity_bits() {
+  return std::is_same_v<T, BFloat16> ? 0xFF80 : 0xFC00;
+}
+
+template <class T>
+constexpr bool is_16bit_float = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
+// With AVX-512, f32 elements 16 at a time from the first, and with AVX-512BW 16-bit ones 32 at
+// a time; each returns how many it did (a multiple of 16 or 32), and the byte loops above take
+// the rest. Other types leave them all to those.
 template <class T>
 int64_t relu_vectors([[maybe_unused]] const T* x, [[maybe_unused]] T* out, [[maybe_unused]] uint8_t* mask,
                      [[maybe_unused]] int64_t n) {
@@ -70,6 +82,24 @@ int64_t relu_vectors([[maybe_unused]] const T* x, [[maybe_unused]] T* out, [[may
       _mm512_storeu_ps(out + i, _mm512_maskz_mov_ps(passes, v));
       // Bit k of the 16 is element i + k: little-endian, the mask's byte order.
       const uint16_t bits = passes;
+      std::memcpy(mask + i / 8, &bits, sizeof bits);
+    }
+    return i;
+  }
+#endif
+#ifdef __AVX512BW__
+  if constexpr (is_16bit_float<T>) {
+    // A 16-bit float's bits compare as sign and magnitude, with no conversion: it passes when,
+    // read as a signed integer, it is above 0 (positive and not +0, positive NaNs included),
+    // or, read as an unsigned one, above -infinity (a negative NaN).
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i negative_infinity = _mm512_set1_epi16(static_cast<int16_t>(negative_infinity_bits<T>()));
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512i v = _mm512_loadu_si512(x + i);
+      const __mmask32 passes = _mm512_cmpgt_epi16_mask(v, zero) | _mm512_cmpgt_epu16_mask(v, negative_infinity);
+      _mm512_storeu_si512(out + i, _mm512_maskz_mov_epi16(passes, v));
+      const uint32_t bits = passes;
       std::memcpy(mask + i / 8, &bits, sizeof bits);
     }
     return i;
@@ -93,10 +123,21 @@ int64_t relu_backward_vectors([[maybe_unused]] const T* g, [[maybe_unused]] cons
     return i;
   }
 #endif
+#ifdef __AVX512BW__
+  if constexpr (is_16bit_float<T>) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      uint32_t bits;
+      std::memcpy(&bits, mask + i / 8, sizeof bits);
+      _mm512_storeu_si512(grad_input + i, _mm512_maskz_loadu_epi16(bits, g + i));
+    }
+    return i;
+  }
+#endif
   return 0;
 }
 
-static_assert(kRowPiece % 16 == 0, "a piece must start at a whole byte of the mask, and at a vector's first bit");
+static_assert(kRowPiece % 32 == 0, "a piece must start at a whole byte of the mask, and at a vector's first bit");
 
 // Calls piece(first, count) for pieces of a dense tensor of n elements, on the threads.
 template <class Piece>
