@@ -18,11 +18,13 @@ set(NOT_AN_ABORT "terminate called|MPI_ABORT was invoked|exited on signal")
 
 # lockstep_mpirun_refusal_test(NAME MATCH ARGS...): `mpirun ARGS...` (ARGS name the ranks,
 # e.g. "-n;1;prog;--a;:;-n;1;prog;--b") must end with a clean non-zero exit on both ranks:
-# each prints MATCH once, none aborts (an error every rank reaches together, AgreedError).
+# each prints MATCH (an error every rank reaches together, AgreedError), none aborts. Every
+# rank writes MATCH before any rank exits (they leave MPI together), but mpirun, ending the job
+# at the first non-zero exit, now and then drops the other's last lines: at least one is asked.
 function(lockstep_mpirun_refusal_test name match)
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DPROGRAM=${MPIEXEC_EXECUTABLE}" "-DARGS=${ARGN}" -DEXPECT=failure
-                   "-DMATCH=${match}" -DTIMES=2 "-DFORBID=${NOT_AN_ABORT}" -P ${RUN_PROGRAM})
+                   "-DMATCH=${match}" -DAT_LEAST=1 "-DFORBID=${NOT_AN_ABORT}" -P ${RUN_PROGRAM})
   set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 120 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endfunction()
 

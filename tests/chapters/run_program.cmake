@@ -1,7 +1,9 @@
 # Runs a program and checks its exit status and output.
 #   cmake -DPROGRAM=path "-DARGS=--a;--b" -DEXPECT=success|failure "-DMATCH=regex" -P run_program.cmake
 # EXPECT=failure means a normal non-zero exit (an error message), not a crash by a signal.
-# Optional: -DTIMES=n, MATCH must match n times (once per rank of a job); "-DFORBID=regex",
+# Optional: -DTIMES=n, MATCH must match n times (once per rank of a job); -DAT_LEAST=n, at
+# least n times (under mpirun, which ends the job at the first rank's non-zero exit and can
+# then drop the last lines the other ranks wrote, though they wrote them); "-DFORBID=regex",
 # output that must not appear (a rank's abort under mpirun, which mpirun's own status hides).
 # -DNEEDS=path "-DSKIP=reason": where `path` does not exist, the program is not run and the test
 # prints "SKIP: reason" (the test's SKIP_REGULAR_EXPRESSION makes CTest count it as skipped).
@@ -27,6 +29,14 @@ if(DEFINED TIMES)
   list(LENGTH matches found)
   if(NOT found EQUAL TIMES)
     message(FATAL_ERROR "${PROGRAM}'s output matches '${MATCH}' ${found} time(s), expected ${TIMES}")
+  endif()
+endif()
+if(DEFINED AT_LEAST)
+  string(REGEX REPLACE "${MATCH}" "<match>" marked "${out}${err}")
+  string(REGEX MATCHALL "<match>" matches "${marked}")
+  list(LENGTH matches found)
+  if(found LESS AT_LEAST)
+    message(FATAL_ERROR "${PROGRAM}'s output matches '${MATCH}' ${found} time(s), expected at least ${AT_LEAST}")
   endif()
 endif()
 if(DEFINED FORBID AND "${out}${err}" MATCHES "${FORBID}")
