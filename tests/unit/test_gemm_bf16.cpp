@@ -1,5 +1,6 @@
-// Tests for the bf16 GEMM (src/tensor/ops/cpu/gemm_bf16.cpp) against cpu::gemm<float> on the
-// same bf16 values widened to f32, on both of its paths.
+// Tests for the bf16 GEMM (src/tensor/ops/cpu/gemm_bf16.cpp, gemm_bf16_amx.cpp) against
+// cpu::gemm<float> on the same bf16 values widened to f32, on every path this CPU runs: AMX tiles,
+// vdpbf16ps and the f32 fallback on a recent Xeon, the last two on an AMD Zen 4.
 //
 // Tolerance. A product of two bf16 values (8-bit significands) has at most 16 significant bits,
 // so it is exact in f32 (24 bits) on both sides. What differs is the order in which the K
@@ -32,19 +33,18 @@
 namespace {
 
 using lockstep::BFloat16;
+using lockstep::cpu::GemmBf16Path;
 
 constexpr double kUnitRoundoffF32 = 1.0 / (1 << 24);  // 2^-24
 constexpr double kUnitRoundoffBf16 = 1.0 / (1 << 8);   // 2^-8: 8 significant bits
 
-// The two entry points under test: gemm_bf16 (the path this CPU takes) and the portable one.
-using GemmBf16 = void (*)(int64_t, int64_t, int64_t, float, const BFloat16*, int64_t, int64_t,
-                          const BFloat16*, int64_t, int64_t, float, float*, int64_t);
-struct Path {
-  const char* name;
-  GemmBf16 gemm;
-};
-const Path kPaths[] = {{"gemm_bf16", lockstep::cpu::gemm_bf16},
-                       {"gemm_16bit_via_f32", lockstep::cpu::gemm_16bit_via_f32<BFloat16>}};
+// The paths under test: each one this CPU runs, called through gemm_bf16_on.
+std::vector<GemmBf16Path> available_paths() {
+  std::vector<GemmBf16Path> paths;
+  for (GemmBf16Path path : {GemmBf16Path::amx_bf16, GemmBf16Path::avx512_bf16, GemmBf16Path::f32_fallback})
+    if (lockstep::cpu::gemm_bf16_path_available(path)) paths.push_back(path);
+  return paths;
+}
 
 // A strided rows x cols matrix of random values in [-1, -0.1] U [0.1, 1], both as f32 and
 // rounded to bf16; with `transposed` the buffer holds it column-major.
@@ -97,9 +97,9 @@ struct Problem {
       }
   }
 
-  std::vector<float> run(GemmBf16 gemm) const {
+  std::vector<float> run(GemmBf16Path path) const {
     std::vector<float> out = c;
-    gemm(t.M, t.N, t.K, t.alpha, a.bf16.data(), a.row_stride, a.col_stride, b.bf16.data(),
+    lockstep::cpu::gemm_bf16_on(path, t.M, t.N, t.K, t.alpha, a.bf16.data(), a.row_stride, a.col_stride, b.bf16.data(),
          b.row_stride, b.col_stride, t.beta, out.data(), ldc);
     return out;
   }
@@ -156,26 +156,53 @@ void check(const Case& t, uint32_t seed = 1234) {
   const Problem p(t, seed);
   const std::vector<float> want = p.run_f32(&Operand::widened);
   const double relative = 2.0 * double(t.K + 3) * kUnitRoundoffF32;
-  for (const Path& path : kPaths) {
-    SCOPED_TRACE(path.name);
-    p.expect_close(p.run(path.gemm), want, relative);
+  for (GemmBf16Path path : available_paths()) {
+    SCOPED_TRACE(lockstep::cpu::gemm_bf16_path_name(path));
+    p.expect_close(p.run(path), want, relative);
   }
 }
 
-TEST(GemmBf16, NamesThePathItTakes) {
-  const std::string path = lockstep::cpu::gemm_bf16_path();
-  EXPECT_TRUE(path == "avx512_bf16" || path == "f32 fallback") << path;
-#if defined(__linux__) && defined(__x86_64__)
-  // Where Linux lists the avx512_bf16 flag, the fast path must be the one taken.
+// Whether /proc/cpuinfo's flags list `flag` (false where there is no such file).
+bool cpu_lists(const std::string& flag) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
-  bool listed = false;
   while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0 && line.find(" avx512_bf16") != std::string::npos) listed = true;
-  if (listed) {
-    EXPECT_EQ(path, "avx512_bf16");
+    if (line.rfind("flags", 0) == 0 && (line + " ").find(" " + flag + " ") != std::string::npos) return true;
+  return false;
+}
+
+TEST(GemmBf16, TakesTheFastestPathTheCpuLists) {
+  const std::string path = lockstep::cpu::gemm_bf16_path();
+  EXPECT_TRUE(path == "amx_bf16" || path == "avx512_bf16" || path == "f32 fallback") << path;
+  EXPECT_TRUE(lockstep::cpu::gemm_bf16_path_available(GemmBf16Path::f32_fallback));
+#if defined(__linux__) && defined(__x86_64__)
+  // Where Linux lists the instructions, their path is available and the fastest one is taken.
+  if (cpu_lists("avx512_bf16")) {
+    EXPECT_TRUE(lockstep::cpu::gemm_bf16_path_available(GemmBf16Path::avx512_bf16));
+    if (!cpu_lists("amx_bf16")) {
+      EXPECT_EQ(path, "avx512_bf16");
+    }
+  }
+  if (cpu_lists("amx_bf16") && cpu_lists("amx_tile")) {
+    EXPECT_TRUE(lockstep::cpu::gemm_bf16_path_available(GemmBf16Path::amx_bf16));
+    EXPECT_EQ(path, "amx_bf16");
   }
 #endif
+}
+
+TEST(GemmBf16, APathTheCpuLacksIsRefusedByName) {
+  for (GemmBf16Path path : {GemmBf16Path::amx_bf16, GemmBf16Path::avx512_bf16}) {
+    if (lockstep::cpu::gemm_bf16_path_available(path)) continue;
+    float c = 0.0f;
+    const BFloat16 one(1.0f);
+    try {
+      lockstep::cpu::gemm_bf16_on(path, 1, 1, 1, 1.0f, &one, 1, 1, &one, 1, 1, 0.0f, &c, 1);
+      ADD_FAILURE() << "expected an error for " << lockstep::cpu::gemm_bf16_path_name(path);
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(lockstep::cpu::gemm_bf16_path_name(path)), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(GemmBf16, OneByOneByOne) { check({1, 1, 1}); }
@@ -203,8 +230,19 @@ TEST(GemmBf16, EdgeTiles) {
   check({32, 9, 676, false, true, 1.0f, 1.0f});  // a convolution's weight gradient
 }
 
-// Larger than MC (192), KC (256) and NC (4064), with ragged edges.
-TEST(GemmBf16, LargerThanEveryBlock) { check({201, 4100, 263}); }
+// Around the AMX kernel's 16 x 16 tiles, its 32 x 32 blocks and its 32 k values per step: blocks
+// that need one, two or four tiles, and K padded with zero pairs.
+TEST(GemmBf16, EdgesOfTheTiles) {
+  for (int64_t m : {15, 16, 17, 33})
+    for (int64_t n : {16, 17, 31})
+      for (int64_t k : {31, 32, 33}) check({m, n, k, m == 17, n == 31});
+}
+
+// Larger than MC (192), KC (256 and 512) and NC (4064), with ragged edges.
+TEST(GemmBf16, LargerThanEveryBlock) {
+  check({201, 4100, 263});
+  check({37, 129, 1100});
+}
 
 TEST(GemmBf16, TransposedOperands) {
   for (bool ta : {false, true})
@@ -252,25 +290,27 @@ TEST(GemmBf16, WithinBf16RoundingOfTheF32Product) {
     // magnitude() is on the bf16 values; on the exact ones it is at most 1 / (1 - 2^-8)^2 times
     // larger.
     const double unrounded = 1.0 / ((1 - kUnitRoundoffBf16) * (1 - kUnitRoundoffBf16));
-    p.expect_close(p.run(lockstep::cpu::gemm_bf16), p.run_f32(&Operand::exact),
-                   relative * unrounded);
+    for (GemmBf16Path path : available_paths()) {
+      SCOPED_TRACE(lockstep::cpu::gemm_bf16_path_name(path));
+      p.expect_close(p.run(path), p.run_f32(&Operand::exact), relative * unrounded);
+    }
   }
 }
 
 #ifdef _OPENMP
-// The same bits with any number of threads (the row blocks differ, the sums do not), on both
-// paths, for a product large enough to be shared.
+// The same bits with any number of threads (the row blocks differ, the sums do not), on every
+// path, for a product large enough to be shared.
 TEST(GemmBf16, SameBitsWithAnyThreadCount) {
   const int saved = omp_get_max_threads();
   for (const Case& t : {Case{301, 270, 517, false, true, 1.0f, 0.5f, 3}, Case{9, 700, 300}}) {
     const Problem p(t, 7);
-    for (const Path& path : kPaths) {
-      SCOPED_TRACE(path.name);
+    for (GemmBf16Path path : available_paths()) {
+      SCOPED_TRACE(lockstep::cpu::gemm_bf16_path_name(path));
       omp_set_num_threads(1);
-      const std::vector<float> one = p.run(path.gemm);
+      const std::vector<float> one = p.run(path);
       for (int threads : {2, 3}) {
         omp_set_num_threads(threads);
-        const std::vector<float> more = p.run(path.gemm);
+        const std::vector<float> more = p.run(path);
         EXPECT_EQ(std::memcmp(one.data(), more.data(), one.size() * sizeof(float)), 0)
             << threads << " threads changed the result";
       }

@@ -13,6 +13,13 @@
 
 namespace lockstep::cpu {
 
+/// The kernels `gemm_bf16` can run, fastest first.
+enum class GemmBf16Path {
+  amx_bf16,     ///< AMX tiles, `tdpbf16ps`: Intel Xeon since Sapphire Rapids, under Linux 5.16 or later.
+  avx512_bf16,  ///< AVX-512 BF16, `vdpbf16ps`: AMD Zen 4 and later, Intel Xeon since Cooper Lake.
+  f32_fallback  ///< The operands widened to f32 and multiplied by `cpu::gemm<float>`: any CPU.
+};
+
 /// Computes `C = alpha * A * B + beta * C` where A and B hold bfloat16 values and C floats.
 ///
 /// The operands are described exactly as for `cpu::gemm` (tensor/ops/cpu/gemm.h), and the same
@@ -22,8 +29,9 @@ namespace lockstep::cpu {
 /// read and the result is `beta * C`. Every product of two bf16 values is exact in f32, and the
 /// products are summed in f32, so the result differs from `cpu::gemm<float>` on the same
 /// values (widened to f32) by the order of the additions, by where alpha is applied (once per
-/// K slice), and, on the vdpbf16ps path, by denormal products and sums, which that
-/// instruction flushes to zero.
+/// K slice), and, on the AMX and vdpbf16ps paths, by denormal inputs, products and sums, which
+/// those instructions flush to zero. The paths differ from each other in the same ways, so a
+/// bf16 result's last bits depend on the CPU.
 /// The result does not depend on the number of OpenMP threads.
 ///
 /// \param M            Rows of A and C.
@@ -44,8 +52,21 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha,
                const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
                float beta, float* C, int64_t c_row_stride);
 
-/// The path `gemm_bf16` takes on this CPU, decided once at run time: "avx512_bf16" (the
-/// `vdpbf16ps` kernel) or "f32 fallback" (`gemm_16bit_via_f32` of gemm_16bit.h).
+/// `gemm_bf16` on the given path, which must be one this CPU runs (an Error otherwise): tests
+/// check every path the machine has, benchmarks time them side by side. Same arguments and rules
+/// as `gemm_bf16`.
+void gemm_bf16_on(GemmBf16Path path, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A,
+                  int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B, int64_t b_row_stride,
+                  int64_t b_col_stride, float beta, float* C, int64_t c_row_stride);
+
+/// Whether this CPU, and its operating system, run `path` (asked once per path; for AMX this
+/// asks Linux for the tile registers, `arch_prctl(ARCH_REQ_XCOMP_PERM)`).
+bool gemm_bf16_path_available(GemmBf16Path path);
+
+/// The name of a path: "amx_bf16", "avx512_bf16" or "f32 fallback".
+const char* gemm_bf16_path_name(GemmBf16Path path);
+
+/// The name of the path `gemm_bf16` takes on this CPU, the fastest available one.
 const char* gemm_bf16_path();
 
 }  // namespace lockstep::cpu
