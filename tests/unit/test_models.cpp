@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/flop_count.h"
 #include "lockstep.h"
 #include "nn/loss.h"
 #include "nn/models.h"
+#include "nn/resnet50.h"
 #include "nn/module.h"
 #include "test_util.h"
 
@@ -338,6 +340,20 @@ TEST(ResNet50, ParameterCountAndStateDictMatchTorchvision) {
                                       "fc.bias"}));
   EXPECT_EQ(state[24].second.shape(), (Shape{256, 64, 1, 1}));
   EXPECT_EQ(state[state.size() - 2].second.shape(), (Shape{10, 2048}));
+}
+
+// The flops the library counts for ResNet-50's forward pass on one 224 x 224 image, against the
+// published figure: 4.1 billion multiply-adds (He et al. 2016, table 1: "3.8 x 10^9 FLOPs" for
+// the original; torchvision's v1.5, with the stride in the 3x3 convolution, lists 4.09 GFLOPS).
+// Only convolutions and the fully connected layer count, as in both.
+TEST(ResNet50, ForwardOnOneImageCountsTheFourBillionMultiplyAddsPublished) {
+  NoGradGuard no_grad;
+  ResNet50 model(3, 1000);
+  const Tensor image = rand({1, 3, 224, 224});
+  const int64_t before = flops_counted();
+  model(image);
+  const double multiply_adds = static_cast<double>(flops_counted() - before) / 2;
+  EXPECT_NEAR(multiply_adds / 4.09e9, 1.0, 0.01) << multiply_adds;
 }
 
 TEST(ResNet50, OutputShapesForCifar10AndFashionMnist) {

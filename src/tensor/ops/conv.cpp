@@ -7,6 +7,7 @@
 #include "tensor/autograd/node.h"
 #include "tensor/autograd/saved_tensor.h"
 #include "core/error.h"
+#include "core/flop_count.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/dispatch/conv_kernels.h"
 #include "tensor/ops/reduce.h"
@@ -65,15 +66,20 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   const Tensor w = weight.detach().contiguous();
   const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty({input.size(0), weight.size(0), g.out_h, g.out_w}, input.options());
+  // One multiply-add per weight of a patch, per output pixel, channel and image.
+  const int64_t product_flops = 2 * input.size(0) * weight.size(0) * g.out_pixels() * g.patch_size();
+  count_flops(product_flops);
   kernels::conv2d_forward.call(out.device(), x, w, b, out, g);
 
   return record(out, "ConvolutionBackward", {input, weight, bias},
                 [x_saved = SavedTensor(x), w_saved = SavedTensor(w), g, rx = input.requires_grad(),
-                 rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& grad) {
+                 rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad(), product_flops](const Tensor& grad) {
                   const Tensor x = x_saved.unpack(), w = w_saved.unpack();
                   const Tensor dy = grad.contiguous();
                   const Tensor dx = rx ? empty_like(x) : Tensor();
                   const Tensor dw = rw ? empty_like(w) : Tensor();
+                  // Each gradient is a product the size of the forward one.
+                  count_flops(product_flops * ((rx ? 1 : 0) + (rw ? 1 : 0)));
                   if (rx || rw) kernels::conv2d_backward.call(dy.device(), dy, x, w, dx, dw, g);
                   // Every output pixel of channel c added bias[c] once.
                   return std::vector<Tensor>{dx, dw, rb ? sum(dy, {0, 2, 3}) : Tensor()};

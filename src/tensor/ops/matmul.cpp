@@ -9,6 +9,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/copy.h"
 #include "core/error.h"
+#include "core/flop_count.h"
 #include "tensor/ops/checks.h"
 #include "tensor/ops/dispatch/matmul_kernels.h"
 #include "tensor/ops/reduce.h"
@@ -44,6 +45,9 @@ void batched_gemm(const char* op, const Tensor& a, const Shape& a_strides, const
   g.b_col_stride = b_strides[dims - 1];
   const bool wide = out.dtype() == DType::f32 || out.dtype() == DType::f64;
   const Tensor sums = wide ? out : beta != 0.0 ? out.to(DType::f32) : empty(out.shape(), out.options().dtype(DType::f32));
+  int64_t matrices = 1;
+  for (int64_t size : g.batch) matrices *= size;
+  count_flops(2 * matrices * g.M * g.N * g.K);
   kernels::batched_gemm.call(out.device(), op, a, b, sums, g, beta);
   if (!wide) copy_strided(sums, out);
 }

@@ -145,6 +145,29 @@ struct AmxBf16Kernel {
 
 }  // namespace
 
+float amx_dot_chains(int64_t iterations) {
+  static const TileConfig config;
+  asm volatile("ldtilecfg %0" ::"m"(config));
+  LOCKSTEP_TILE_ZERO(0);
+  LOCKSTEP_TILE_ZERO(1);
+  LOCKSTEP_TILE_ZERO(2);
+  LOCKSTEP_TILE_ZERO(3);
+  LOCKSTEP_TILE_ZERO(4);
+  LOCKSTEP_TILE_ZERO(5);
+  LOCKSTEP_TILE_ZERO(6);
+  LOCKSTEP_TILE_ZERO(7);
+  for (int64_t i = 0; i < iterations; ++i) {
+    LOCKSTEP_TILE_DOT(0, 4, 6);
+    LOCKSTEP_TILE_DOT(1, 4, 7);
+    LOCKSTEP_TILE_DOT(2, 5, 6);
+    LOCKSTEP_TILE_DOT(3, 5, 7);
+  }
+  alignas(64) float sums[16 * 16];
+  LOCKSTEP_TILE_STORE(0, sums, 64);
+  asm volatile("tilerelease" ::);
+  return sums[0];
+}
+
 bool amx_bf16_usable() {
   static const bool usable = [] {
     __builtin_cpu_init();

@@ -29,6 +29,11 @@ bool amx_bf16_usable();
 void gemm_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_row_stride,
                    int64_t a_col_stride, const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride, float beta,
                    float* C, int64_t c_row_stride);
+
+/// The AMX peak kernel of peak_flops.h: `iterations` rounds of four `tdpbf16ps` into four
+/// independent accumulator tiles, from tiles of zeros; returns a value read from the sums.
+/// Only where `amx_bf16_usable()`.
+float amx_dot_chains(int64_t iterations);
 #endif
 
 }  // namespace lockstep::cpu::gemm_detail
