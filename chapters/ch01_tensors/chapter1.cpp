@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "common/model_flops.h"
 #include "common/program.h"
 #include "lockstep.h"
 #include "tensor/ops/cuda/gemm.h"
@@ -304,8 +305,10 @@ int main(int argc, char** argv) {
 
     std::cout << "\nPart 2: devices\n";
     ResultLine result(1);
+    // Chapter 1 trains nothing: its MFU is the matmul's, a fraction of the cores' f32 peak.
+    const double mfu = gflops * 1e9 / rank_peak_flops(Device::cpu(), DType::f32, get_num_threads());
     result.add("device", choice.gpu ? choice.gpu->str() : "cpu").add("threads", get_num_threads()).add("matmul_n", size)
-        .add("matmul_gflops", gflops).add("autograd_max_error", grad_error);
+        .add("matmul_gflops", gflops).add("mfu", mfu).add("autograd_max_error", grad_error);
     if (!choice.gpu) {
       std::cout << "CUDA devices visible: " << cuda_device_count() << "\nSkipped part 2 (Tensor::to(cuda), "
                 << "pinned copies, CPU vs GPU matmul): " << choice.skipped_because << ".\n";

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/device_choice.h"
+#include "common/model_flops.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
@@ -122,6 +123,9 @@ int run(const Options& o) {
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0, last_loss = NAN;
   Evaluation result;
+  // What the steps' matrix products could do at best: MFU is the fraction of it they achieve.
+  const double peak_flops = rank_peak_flops(device, DType::f32, get_num_threads());
+  TrainingFlops flops;
   int epoch = 0;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     ++epoch;
@@ -133,6 +137,7 @@ int run(const Options& o) {
     const Tensor window_loss = zeros({}, TensorOptions().device(device));
     Tensor loss;
     Timer timer;
+    flops.start();
     int64_t batch_index = 0, epoch_samples = 0;
     for (const Batch& batch : loader) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W)
@@ -162,14 +167,17 @@ int run(const Options& o) {
     // time the work took, not the time it took to queue it.
     last_loss = loss.item();
     const double epoch_seconds = timer.seconds();
+    const int64_t epoch_flops = flops.stop();
     // The steps after the last full window, now that the device has finished them.
     check_training_loss(window_loss.item(), batch_index % kProgressSteps, step, epoch);
     train_seconds += epoch_seconds;
     samples += epoch_samples;
     bar.finish();
     result = evaluate(*model, test_set, device);
-    std::printf("epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f\n", epoch,
-                last_loss, result.loss, result.accuracy, epoch_seconds, static_cast<double>(epoch_samples) / epoch_seconds);
+    const double epoch_speed = static_cast<double>(epoch_samples) / epoch_seconds;
+    std::printf("epoch %d: train_loss %.4f test_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f mfu %.3f\n",
+                epoch, last_loss, result.loss, result.accuracy, epoch_seconds, epoch_speed,
+                model_flops(epoch_flops, epoch_samples, epoch_speed, peak_flops).mfu);
   }
   //! [loop]
 
@@ -185,10 +193,12 @@ int run(const Options& o) {
     std::cout << "trace: " << spans << " spans written to " << o.trace
               << " (open it in https://ui.perfetto.dev)\n";
   }
+  const double samples_per_s = static_cast<double>(samples) / train_seconds;
+  const ModelFlops mfu = model_flops(flops.total(), samples, samples_per_s, peak_flops);
   std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)
-                   .add("batch", o.train.batch_size).add("samples_per_s", static_cast<double>(samples) / train_seconds)
+                   .add("batch", o.train.batch_size).add("samples_per_s", samples_per_s)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", result.accuracy).add("final_loss", last_loss)
-                   .add("threads", get_num_threads()).str()
+                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str()
             << std::endl;
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "common/device_choice.h"
+#include "common/model_flops.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
 #include "common/progress.h"
@@ -214,6 +215,11 @@ int run(const Options& o) {
   StepTimes times;
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0, last_loss = NAN, accuracy = 0.0;
+  // MFU's peak: every GPU replica's, or the CPU threads' that the replicas share.
+  const double peak_flops = devices[0].is_cuda()
+                                ? rank_peak_flops(devices[0], DType::f32, 1) * static_cast<double>(devices.size())
+                                : rank_peak_flops(devices[0], DType::f32, get_num_threads());
+  TrainingFlops flops;
   int epoch = 0;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     ++epoch;
@@ -222,6 +228,7 @@ int run(const Options& o) {
     ProgressBar bar("epoch " + std::to_string(epoch), static_cast<int64_t>(loader.size()));
     Tensor loss;
     Timer epoch_timer;
+    flops.start();
     int64_t batch_index = 0, epoch_samples = 0;
     for (const Batch& batch : loader) {
       //! [step]
@@ -249,6 +256,7 @@ int run(const Options& o) {
     }
     last_loss = loss.item();
     const double epoch_seconds = epoch_timer.seconds();
+    const int64_t epoch_flops = flops.stop();
     train_seconds += epoch_seconds;
     samples += epoch_samples;
     bar.finish();
@@ -261,8 +269,9 @@ int run(const Options& o) {
     times.reduce += phases.reduce;
     times.steps += phases.steps;
     accuracy = evaluate(parallel, test_set);
-    std::printf("epoch %d: train_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f\n", epoch, last_loss, accuracy,
-                epoch_seconds, static_cast<double>(epoch_samples) / epoch_seconds);
+    const double epoch_speed = static_cast<double>(epoch_samples) / epoch_seconds;
+    std::printf("epoch %d: train_loss %.4f test_acc %.4f epoch_s %.2f samples_per_s %.0f mfu %.3f\n", epoch, last_loss,
+                accuracy, epoch_seconds, epoch_speed, model_flops(epoch_flops, epoch_samples, epoch_speed, peak_flops).mfu);
   }
 
   if (!o.trace.empty()) {
@@ -271,14 +280,16 @@ int run(const Options& o) {
               << " (open it in https://ui.perfetto.dev)\n";
   }
   print_breakdown(single, times, devices[0], devices, o.train.batch_size);
+  const double samples_per_s = static_cast<double>(samples) / train_seconds;
+  const ModelFlops mfu = model_flops(flops.total(), samples, samples_per_s, peak_flops);
   std::cout << ResultLine(3).add("model", o.model).add("device", devices[0].str()).add("world", 1)
                    .add("replicas", static_cast<int>(devices.size())).add("epochs", epoch)
                    .add("batch", o.train.batch_size)
-                   .add("samples_per_s", static_cast<double>(samples) / train_seconds)
+                   .add("samples_per_s", samples_per_s)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", accuracy).add("final_loss", last_loss)
                    .add("step_ms", 1e3 * times.total() / static_cast<double>(times.steps))
                    .add("single_step_ms", 1e3 * single.total() / static_cast<double>(single.steps))
-                   .add("threads", get_num_threads()).str()
+                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str()
             << std::endl;
   return 0;
 }

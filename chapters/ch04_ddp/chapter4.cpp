@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "common/device_choice.h"
+#include "common/model_flops.h"
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
 #include "common/fault_lab.h"
@@ -123,6 +124,9 @@ int run(const Options& o) {
   double train_seconds = 0.0;
   Tensor loss;
   Evaluation result;
+  // MFU's peak: this rank's device (or its CPU threads); the job's is world size times that.
+  const double rank_peak = rank_peak_flops(device, DType::f32, get_num_threads());
+  TrainingFlops flops;
   int epoch = 0;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     //! [loop]
@@ -138,6 +142,8 @@ int run(const Options& o) {
     const int64_t kReportSteps = 100;
     const Tensor window_loss = zeros({}, TensorOptions().device(device));
     Timer timer;
+    flops.start();
+    const int64_t samples_before = samples;
     int64_t batch_index = 0;
     // With --join, a rank that runs out of batches first shadows the others' collectives until
     // they are done too (section 11); without it, this Join does nothing.
@@ -170,7 +176,10 @@ int run(const Options& o) {
     }
     join.finish();
     loss.item();  // wait for the device, so the time is the work's
-    train_seconds += timer.seconds();
+    const double epoch_seconds = timer.seconds();
+    train_seconds += epoch_seconds;
+    const int64_t epoch_samples = samples - samples_before;
+    const double rank_mfu = model_flops(flops.stop(), epoch_samples, epoch_samples / epoch_seconds, rank_peak).mfu;
     //! [loop]
     // The steps after the last full window, now that the device has finished them (and before
     // a rank's NaN weights could be taken for ranks drifting apart).
@@ -188,8 +197,9 @@ int run(const Options& o) {
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
     result = evaluate(ddp->module(), test_set, group, device);
     char line[200];
-    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images (own shard alone: %.4f)",
-                  epoch, checksum_hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy);
+    std::snprintf(line, sizeof line,
+                  "epoch %d: checksum %s, test_acc %.4f over %.0f images (own shard alone: %.4f), mfu %.3f", epoch,
+                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count, result.shard_accuracy, rank_mfu);
     log_rank(line);
     //! [check]
   }
@@ -203,6 +213,7 @@ int run(const Options& o) {
 
   // 8. Throughput over all ranks: every rank's samples, over the slowest rank's time.
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
+  const ModelFlops mfu = model_flops(flops.total(), samples, speed.samples_per_s, rank_peak * group.size());
 
   //! [save]
   // 9. One file, written by rank 0 alone (all ranks hold the same weights), from the inner
@@ -224,7 +235,8 @@ int run(const Options& o) {
                   .add("world", group.size()).add("epochs", epoch).add("batch", o.train.batch_size)
                   .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
-                  .add("backend", group.backend_name()).add("threads", get_num_threads()).str());
+                  .add("backend", group.backend_name()).add("threads", get_num_threads())
+                  .add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str());
   destroy_process_group();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/device_choice.h"
+#include "common/model_flops.h"
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
 #include "common/named_datasets.h"
@@ -143,6 +144,10 @@ int run(const Options& o) {
   double train_seconds = 0.0;
   Tensor loss;
   Evaluation result;
+  // MFU's peak: this rank's, for the dtype the matrix products run in (autocast's, or f32).
+  const double rank_peak =
+      rank_peak_flops(device, precision.autocast ? precision.dtype : DType::f32, get_num_threads());
+  TrainingFlops flops;
   int epoch = 0;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     sampler->set_epoch(epoch);
@@ -150,7 +155,9 @@ int run(const Options& o) {
     ddp->train();
     const Tensor epoch_loss = zeros({}, TensorOptions().device(device));
     int64_t epoch_steps = 0, epoch_skipped = 0;
+    const int64_t samples_before = samples;
     Timer timer;
+    flops.start();
     for (const Batch& batch : loader) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
@@ -187,7 +194,10 @@ int run(const Options& o) {
     }
     if (preempted) break;
     loss.item();  // wait for the device, so the time is the work's
-    train_seconds += timer.seconds();
+    const double epoch_seconds = timer.seconds();
+    train_seconds += epoch_seconds;
+    const int64_t epoch_samples = samples - samples_before;
+    const double rank_mfu = model_flops(flops.stop(), epoch_samples, epoch_samples / epoch_seconds, rank_peak).mfu;
     // Without --metrics nothing reads the loss during the epoch (a read would make the CPU wait
     // for a GPU), so the epoch's sum is checked once it is done, before a rank's NaN weights
     // could be taken for ranks drifting apart. It is the loss itself, not its scaled gradients:
@@ -206,10 +216,11 @@ int run(const Options& o) {
     }
     char line[240];
     std::snprintf(line, sizeof line,
-                  "epoch %d: loss %.4f (own batches), test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s", epoch,
-                  epoch_loss_sum / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
+                  "epoch %d: loss %.4f (own batches), test_acc %.4f, scale %.0f, skipped %lld of %lld steps, checksum %s, "
+                  "mfu %.3f",
+                  epoch, epoch_loss_sum / std::max<int64_t>(1, epoch_steps), result.accuracy, scaler.get_scale(),
                   static_cast<long long>(epoch_skipped), static_cast<long long>(epoch_steps),
-                  checksum_hex(sync.checksum).c_str());
+                  checksum_hex(sync.checksum).c_str(), rank_mfu);
     log_rank(line);
   }
 
@@ -222,13 +233,14 @@ int run(const Options& o) {
 
   // 6. Throughput over all ranks, as in chapter 4.
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
+  const ModelFlops mfu = model_flops(flops.total(), samples, speed.samples_per_s, rank_peak * group.size());
   print_rank0(ResultLine(5).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")
                   .add("world", group.size()).add("epochs", epoch).add("batch", o.train.batch_size)
                   .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("amp", precision.name).add("skipped_steps", skipped).add("final_scale", scaler.get_scale())
                   .add("comm_hook", comm_hook_name(hook)).add("backend", group.backend_name())
-                  .add("threads", get_num_threads()).str());
+                  .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str());
   destroy_process_group();
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/device_choice.h"
+#include "common/model_flops.h"
 #include "common/distributed_evaluation.h"
 #include "common/distributed_run.h"
 #include "common/fault_lab.h"
@@ -222,6 +223,10 @@ int run(const Options& o) {
   int epoch = static_cast<int>(first_epoch);
   bool printed_statistics = false;
   uint64_t final_checksum = 0;
+  // MFU's peak: this rank's; and the last epoch's MFU on this rank, for its line.
+  const double rank_peak = rank_peak_flops(device, DType::f32, get_num_threads());
+  TrainingFlops flops;
+  double epoch_mfu = 0.0;
   // The end of an epoch: every rank's model compared, then evaluated on the test set.
   auto finish_epoch = [&] {
     ddp->sync_buffers();
@@ -229,8 +234,8 @@ int run(const Options& o) {
     LOCKSTEP_CHECK(sync.in_sync, "the ranks drifted apart after epoch ", epoch, ": ", sync.difference);
     result = evaluate(ddp->module(), data.test, group, device);
     char line[200];
-    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images", epoch,
-                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count);
+    std::snprintf(line, sizeof line, "epoch %d: checksum %s, test_acc %.4f over %.0f images, mfu %.3f", epoch,
+                  checksum_hex(sync.checksum).c_str(), result.accuracy, result.count, epoch_mfu);
     log_rank(line);
     final_checksum = sync.checksum;
   };
@@ -270,7 +275,9 @@ int run(const Options& o) {
     int64_t done_in_epoch = sampler->start_position() / (o.train.batch_size * group.size());
     ++epoch;
     ddp->train();
+    const int64_t samples_before = samples;
     Timer timer;
+    flops.start();
     int64_t micro = 0;          // micro-batches of the current step so far
     int64_t epoch_batches = 0;  // micro-batches this run trained in this epoch
     for (const Batch& batch : loader) {
@@ -324,7 +331,10 @@ int run(const Options& o) {
     // A run resumed from the end of an epoch has no batch of it left: only its evaluation.
     if (epoch_batches > 0) {
       loss.item();  // wait for the device, so the time is the work's
-      train_seconds += timer.seconds();
+      const double epoch_seconds = timer.seconds();
+      train_seconds += epoch_seconds;
+      const int64_t epoch_samples = samples - samples_before;
+      epoch_mfu = model_flops(flops.stop(), epoch_samples, epoch_samples / epoch_seconds, rank_peak).mfu;
       check_training_loss(loss.item(), 1, step, epoch);
     }
     finish_epoch();
@@ -343,6 +353,7 @@ int run(const Options& o) {
   // or none does.
   const Throughput speed = samples > 0 ? all_rank_throughput(samples, train_seconds, loss, group, device)
                                        : Throughput{0.0, 0.0, std::nan("")};
+  const ModelFlops mfu = model_flops(flops.total(), samples, speed.samples_per_s, rank_peak * group.size());
   const int64_t saved = quiet_backwards * static_cast<int64_t>(ddp->buckets().size());
   if (o.accumulate > 1) {
     print_rank0("accumulation: " + std::to_string(quiet_backwards) + " backward pass(es) inside no_sync() saved " +
@@ -353,7 +364,8 @@ int run(const Options& o) {
                   .add("accumulate", o.accumulate).add("samples_per_s", speed.samples_per_s)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("saved_allreduces", saved).add("checksum", checksum_hex(final_checksum))
-                  .add("backend", group.backend_name()).str());
+                  .add("backend", group.backend_name()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
+                  .str());
   destroy_process_group();
   return 0;
 }

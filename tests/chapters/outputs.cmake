@@ -63,3 +63,12 @@ add_test(NAME chapter5_metrics
                  "-DARGS=--model;mlp;--max-steps=4;--metrics;${csv}" -DCSV=${csv} -DSTEPS=4 -DEXTRA=scale,skipped
                  -P ${CHECK_METRICS})
 set_tests_properties(chapter5_metrics PROPERTIES LABELS chapter TIMEOUT 300)
+
+# MFU on every RESULT line: the flops the library counted per sample, and their rate over the
+# peak. The MLP's by hand: forward 2 (784 x 256 + 256 x 128 + 128 x 10) = 469,504; backward
+# both gradients of the last two layers and the weight gradient of the first (the images need
+# none), 537,600. The MFU is a fraction above 0 and below 1.
+foreach(chapter chapter2 chapter3 chapter5)
+  lockstep_program_test(${chapter}_result_counts_the_mlps_flops ${chapter} success
+                        "RESULT chapter=[0-9] .* flops_per_sample=1007104 mfu=0\\.0*[1-9]" --model mlp --max-steps=3)
+endforeach()
