@@ -171,7 +171,7 @@ int run(const Options& o) {
   // The machine's limits, on the threads the rows use.
   double peak_gflops = o.peak;
   if (peak_gflops == 0.0) {
-    peak_gflops = peak::best_rate(peak::f32_fma, peak::kF32Flops, kPeakSeconds, o.threads > 1) / 1e9;
+    peak_gflops = peak::best_rate(peak::PeakKernel::f32_fma, kPeakSeconds, o.threads > 1) / 1e9;
   }
   // A roof is a limit: the faster of STREAM's two kernels.
   const auto measure = [&o](const char* what, double given, peak::Bandwidth (*stream)(int)) {

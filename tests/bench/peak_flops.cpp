@@ -3,20 +3,43 @@
 ///
 ///     build/tests/peak_flops [SECONDS]      (SECONDS per measurement, default 0.3)
 ///
-/// Each measurement keeps independent chains of fused multiply-adds in registers, never
-/// touching memory, so nothing but the vector units limits it (peak.h has the kernels, which
-/// cnn_roofline.cpp shares): f32 FMA, 2 flops per lane per instruction, and bf16 dot products
-/// (AVX-512 BF16's vdpbf16ps), 4 flops per f32 lane per instruction.
+/// Each measurement keeps independent chains of multiply-adds in registers, never touching
+/// memory, so nothing but the arithmetic units limits it (the library's peak kernels,
+/// tensor/ops/cpu/peak_flops.h, which the chapters' mfu= divides by): f32 FMA, 2 flops per lane
+/// per instruction; bf16 dot products (AVX-512 BF16's vdpbf16ps), 4 flops per f32 lane per
+/// instruction; AMX tile dot products (tdpbf16ps), 16,384 flops per instruction.
 /// It reports one thread (one core: the honest unit for a kernel's efficiency) and every thread
 /// of OpenMP's team, each the best of three runs, and ends with a RESULT line:
-///     RESULT peak f32_1=... f32_all=... bf16_1=... bf16_all=... threads=N isa=...
-/// in GFLOP/s; bf16 fields are 0 where the CPU has no bf16 dot product.
+///     RESULT peak f32_1=... f32_all=... bf16_1=... bf16_all=... amx_1=... amx_all=... threads=N isa=...
+/// in GFLOP/s; the bf16 and amx fields are 0 where the CPU lacks those instructions.
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "peak.h"
+
+namespace {
+
+// One thread's and every thread's GFLOP/s for `kernel`, or zeros where the CPU lacks it; printed.
+struct Rates {
+  double one = 0.0, all = 0.0;
+};
+
+Rates measure(peak::PeakKernel kernel, const char* name, double seconds, int threads) {
+  Rates r;
+  if (!lockstep::cpu::peak_kernel_available(kernel)) {
+    std::printf("%-22s this CPU (or this build) does not have it\n", name);
+    return r;
+  }
+  r.one = peak::best_rate(kernel, seconds, false) / 1e9;
+  r.all = peak::best_rate(kernel, seconds, true) / 1e9;
+  std::printf("%-22s %9.1f GFLOP/s on 1 thread, %9.1f on %d\n", name, r.one, r.all, threads);
+  return r;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 0.3;
@@ -26,21 +49,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int threads = omp_get_max_threads();
-  const double f32_one = peak::best_rate(peak::f32_fma, peak::kF32Flops, seconds, false) / 1e9;
-  const double f32_all = peak::best_rate(peak::f32_fma, peak::kF32Flops, seconds, true) / 1e9;
-  double bf16_one = 0.0, bf16_all = 0.0;
-  if (peak::kHasBf16Dot) {
-    bf16_one = peak::best_rate(peak::bf16_dot, peak::kBf16Flops, seconds, false) / 1e9;
-    bf16_all = peak::best_rate(peak::bf16_dot, peak::kBf16Flops, seconds, true) / 1e9;
-  }
-  std::printf("f32 FMA (%s, %d lanes):  %8.1f GFLOP/s on 1 thread, %8.1f on %d\n", peak::kIsa, peak::kLanes,
-              f32_one, f32_all, threads);
-  if (peak::kHasBf16Dot) {
-    std::printf("bf16 dot (vdpbf16ps):      %8.1f GFLOP/s on 1 thread, %8.1f on %d\n", bf16_one, bf16_all, threads);
-  } else {
-    std::printf("bf16 dot: this CPU (or this build) has no AVX-512 BF16 dot product\n");
-  }
-  std::printf("RESULT peak f32_1=%.1f f32_all=%.1f bf16_1=%.1f bf16_all=%.1f threads=%d isa=%s\n", f32_one, f32_all,
-              bf16_one, bf16_all, threads, peak::kIsa);
+  using peak::PeakKernel;
+  const Rates f32 = measure(PeakKernel::f32_fma, (std::string("f32 FMA (") + peak::kIsa + "):").c_str(), seconds,
+                            threads);
+  const Rates bf16 = measure(PeakKernel::bf16_dot, "bf16 dot (vdpbf16ps):", seconds, threads);
+  const Rates amx = measure(PeakKernel::amx_dot, "AMX dot (tdpbf16ps):", seconds, threads);
+  std::printf("RESULT peak f32_1=%.1f f32_all=%.1f bf16_1=%.1f bf16_all=%.1f amx_1=%.1f amx_all=%.1f threads=%d isa=%s\n",
+              f32.one, f32.all, bf16.one, bf16.all, amx.one, amx.all, threads, peak::kIsa);
   return 0;
 }
