@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch results \
+.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -40,6 +40,7 @@ help:
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
 	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
 	@echo "make bench-torch  Lockstep beside PyTorch: MLP, CNN at 1 and 2 threads, DDP over 1 and 2 ranks (ROUNDS=3)"
+	@echo "make perf-guard  speeds against floors: bf16/f32, 2 ranks/1 rank, each chapter vs its baseline (a .ci/run step)"
 	@echo "make results    chapter 7's table: one model on one device, DataParallel, DDP, DDP + mixed precision (RESULTS_*=...)"
 	@echo "make gpu-deps   copy the Debian headers/libraries a GPU machine without them needs into .deps/"
 	@echo "make gpu-check  on a GPU machine: build, GPU tests, compute-sanitizer, chapters, benchmarks"
@@ -149,6 +150,11 @@ GPU_DEPS := libcli11-dev nlohmann-json3-dev libstb-dev libgtest-dev libbenchmark
   zlib1g-dev dataset-fashion-mnist
 gpu-deps:
 	@tools/debian_packages.sh unpack .deps .deps/apt.log $(GPU_DEPS)
+
+# Regressions caught (tests/bench/perf_guard.sh): bf16 over f32 on the CNN, 2 ranks over 1, and each
+# chapter's samples/s against tests/bench/perf_baseline.txt, each against a floor. A step of .ci/run.
+perf-guard: build mpirun-as-root
+	@tests/bench/perf_guard.sh $(BUILD_DIR)
 
 # Chapter 4's benchmarks (scaling over 2 ranks, bucketed vs raw all-reduce, overlap); not tests.
 bench-ddp: build
