@@ -132,7 +132,9 @@ TEST(Conv2d, MatchesDirectConvolution) {
       {{2, 3, 6, 9}, {4, 3, 3, 3}, 2, 1},  // non-square input
       {{2, 3, 7, 10}, {4, 3, 5, 3}, 1, 2}, // non-square kernel, padding 2
       {{1, 3, 9, 7}, {4, 3, 3, 2}, 3, 1},  // stride 3, one image (GEMM threads instead of images)
-      {{2, 4, 5, 5}, {6, 4, 1, 1}, 1, 0},  // 1x1 convolution
+      {{2, 4, 5, 5}, {6, 4, 1, 1}, 1, 0},  // 1x1 convolution, 25 pixels: images in chunks
+      {{2, 4, 6, 6}, {6, 4, 1, 1}, 1, 0},  // 1x1, 36 pixels: the image is its own patches
+      {{2, 4, 6, 6}, {6, 4, 1, 1}, 2, 0},  // 1x1 with stride 2: patches copied
       {{2, 1, 4, 4}, {3, 1, 4, 4}, 1, 0},  // the kernel covers the whole image
       {{1, 1, 1, 1}, {2, 1, 3, 3}, 1, 1},  // a one-pixel image inside its padding
   };
@@ -255,4 +257,40 @@ TEST(Conv2d, ErrorMessages) {
   expect_error([] { conv2d(zeros({1, 1, 4, 4}), zeros({2, 1, 3, 3}), zeros({3})); },
                "expected bias of shape [2] (one per output channel), got [3]");
   expect_error([] { conv2d(zeros({1, 1, 4, 4}), zeros({2, 1, 3, 3}, TensorOptions().dtype(DType::f64))); }, "dtype");
+}
+
+// A 16-bit convolution is the f32 one on the same (rounded) values, up to the rounding of its
+// result: its products are summed in f32 and rounded once. Forward and both gradients, for a
+// 1x1 convolution whose patches are the image itself, a strided 1x1 one and a 3x3 one.
+TEST(Conv2d, SixteenBitIsTheF32ConvolutionOfTheSameValuesRoundedOnce) {
+  struct Case {
+    Shape input, weight;
+    int64_t stride, padding;
+  };
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (const Case& c : {Case{{3, 16, 7, 7}, {24, 16, 1, 1}, 1, 0}, Case{{3, 16, 7, 7}, {24, 16, 1, 1}, 2, 0},
+                          Case{{3, 8, 9, 9}, {12, 8, 3, 3}, 1, 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(c.input) + " * " + shape_str(c.weight) +
+                   " stride " + std::to_string(c.stride));
+      // Each run: y = conv(x, w), loss = sum(y * probe); returns y, dx, dw as doubles.
+      const Tensor x0 = randn_f32(c.input, 31).to(dtype), w0 = randn_f32(c.weight, 32).to(dtype);
+      auto run = [&](DType as) {
+        Tensor x = x0.to(as).detach().requires_grad_(true), w = w0.to(as).detach().requires_grad_(true);
+        Tensor y = conv2d(x, w, Tensor(), c.stride, c.padding);
+        const Tensor probe = randn_f32(y.shape(), 33).to(dtype).to(as);
+        sum(y * probe).backward();
+        return std::vector<std::vector<double>>{y.to_vector<double>(), x.grad().to_vector<double>(),
+                                                w.grad().to_vector<double>()};
+      };
+      const auto half = run(dtype), full = run(DType::f32);
+      const double rounding = dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 2048;
+      const char* names[] = {"y", "dx", "dw"};
+      for (int t = 0; t < 3; ++t) {
+        double scale = 0.0;
+        for (double v : full[t]) scale = std::max(scale, std::abs(v));
+        for (size_t i = 0; i < full[t].size(); ++i)
+          ASSERT_NEAR(half[t][i], full[t][i], rounding * scale) << names[t] << "[" << i << "]";
+      }
+    }
+  }
 }

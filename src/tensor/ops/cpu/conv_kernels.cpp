@@ -177,15 +177,31 @@ void out_of_chunk(const T* chunk, int64_t rows, int64_t pixels, int64_t i, int64
   }
 }
 
-// The patches of images [n0, n0 + m) into cols (patch, m * pixels); `one` holds an image's
+// Whether an image's patches are the image itself: a 1x1 filter with stride 1 and no padding
+// (two of every three convolutions of ResNet-50) reads each pixel once, in place, so the im2col
+// matrix (C_in, H * W) is the image's (C_in, H, W) as it lies, and col2im is a copy.
+bool patches_are_the_image(const Conv2dGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride == 1 && g.padding == 0;
+}
+
+// The patches of images [n0, n0 + m): a (patch, m * pixels) matrix, written into cols, or for
+// one image whose patches are its pixels the image itself, not copied. `one` holds an image's
 // patches on their way into a chunk of several.
 template <class T>
-void im2col_chunk(const T* x, int64_t n0, int64_t m, int64_t image_size, const Conv2dGeometry& g, T* one, T* cols) {
-  if (m == 1) return im2col(x + n0 * image_size, g, cols);
-  for (int64_t i = 0; i < m; ++i) {
-    im2col(x + (n0 + i) * image_size, g, one);
-    into_chunk(one, g.patch_size(), g.out_pixels(), i, m, cols);
+const T* im2col_chunk(const T* x, int64_t n0, int64_t m, int64_t image_size, const Conv2dGeometry& g, T* one,
+                      T* cols) {
+  const bool in_place = patches_are_the_image(g);
+  if (m == 1 && in_place) return x + n0 * image_size;
+  if (m == 1) {
+    im2col(x + n0 * image_size, g, cols);
+    return cols;
   }
+  for (int64_t i = 0; i < m; ++i) {
+    const T* image = x + (n0 + i) * image_size;
+    if (!in_place) im2col(image, g, one);
+    into_chunk(in_place ? image : one, g.patch_size(), g.out_pixels(), i, m, cols);
+  }
+  return cols;
 }
 
 // Patches of at most this many values (a 3 x 3 filter over one channel) have their weight
@@ -376,7 +392,8 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
     T* y = out.data_ptr<T>();
     const SharedWeights<T, Acc> weights(out_channels, patch, w, patch, 1);  // W: (C_out, patch)
     for_each_share(chunks, batch_shares(chunks), [&](int64_t first, int64_t last) {
-      std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels), reused for each chunk
+      // (patch, m * pixels), reused for each chunk; not needed where the patches are the image.
+      std::vector<T> cols(per_chunk == 1 && patches_are_the_image(g) ? 0 : patch * per_chunk * pixels);
       std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
       // The output is summed here first when it has 16 bits (rounded once) or when a chunk holds
       // several images (then copied out image by image): (C_out, m * pixels).
@@ -385,13 +402,13 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
         const int64_t n0 = chunk * per_chunk, m = std::min(per_chunk, batch - n0), columns = m * pixels;
         T* y0 = y + n0 * out_channels * pixels;  // (m, C_out, pixels)
         Acc* acc = m == 1 ? sums_for(y0, sums) : sums.data();
-        im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
+        const T* patches = im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
         // Each output channel starts as its bias; the GEMM adds W . cols onto it (beta = 1).
         if (b) {
           for (int64_t co = 0; co < out_channels; ++co)
             std::fill(acc + co * columns, acc + (co + 1) * columns, static_cast<Acc>(b[co]));
         }
-        weights.times(columns, cols.data(), columns, 1, Acc(b ? 1 : 0), acc, columns);
+        weights.times(columns, patches, columns, 1, Acc(b ? 1 : 0), acc, columns);
         if (m > 1) {
           for (int64_t i = 0; i < m; ++i) out_of_chunk(acc, out_channels, pixels, i, m, y0 + i * out_channels * pixels);
         } else if constexpr (!wide) {
@@ -456,17 +473,23 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
             // short enough to be one row of a GEMM tile (a first convolution's), cols^T
             // written out, whose contiguous rows the GEMM reads as they lie instead of packing
             // both operands (cpu::gemm's unpacked path; the sums are the same).
-            im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
-            const T* cols_t_at = cols.data();  // cols^T: (m * pixels, patch)
+            const T* patches = im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
+            const T* cols_t_at = patches;  // cols^T: (m * pixels, patch)
             int64_t t_rs = 1, t_cs = columns;
             if (!cols_t.empty()) {
-              transpose_into(cols.data(), patch, columns, cols_t.data());
+              transpose_into(patches, patch, columns, cols_t.data());
               cols_t_at = cols_t.data(), t_rs = patch, t_cs = 1;
             }
             gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols_t_at, t_rs, t_cs, Acc(1),
                               dw_groups[group].data(), patch);
           }
-          if (dx) {
+          if (dx && m == 1 && patches_are_the_image(g)) {
+            // The patches' gradient is the image's gradient: W^T . dy straight into it.
+            T* image = dx + n0 * image_size;
+            Acc* sums = sums_for(image, grad_image);
+            weights_t->times(columns, dyc, columns, 1, Acc(0), sums, columns);
+            if constexpr (!wide) round_into(sums, image_size, image);
+          } else if (dx) {
             // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
             Acc* patches = sums_for(cols.data(), grad_cols);
             weights_t->times(columns, dyc, columns, 1, Acc(0), patches, columns);
