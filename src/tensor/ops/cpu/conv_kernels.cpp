@@ -437,13 +437,24 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
     // W^T: (patch, C_out), the weights as the patches' gradient multiplies them.
     std::optional<SharedWeights<T, Acc>> weights_t;
     if (dx) weights_t.emplace(patch, out_channels, w, 1, patch);
-    // Each group sums dW over its own images; the groups are added in order at the end.
-    std::vector<std::vector<Acc>> dw_groups(dw ? groups : 0, std::vector<Acc>(out_channels * patch, Acc(0)));
-
-    // With at least one image per thread, the threads share out the groups and each GEMM runs
-    // on one thread; with fewer, the groups run one after another and each GEMM uses every
-    // thread. Either way each group adds up the same products in the same order.
-    const bool threads_take_groups = groups > 1 && batch >= get_num_threads();
+    // With several threads and at least one image per thread, the threads share out the groups
+    // and each GEMM runs on one thread; otherwise the groups run one after another and each GEMM
+    // uses every thread. Either way each group adds up the same products in the same order.
+    const int threads = get_num_threads();
+    const bool threads_take_groups = groups > 1 && threads > 1 && batch >= threads;
+    // Each group sums dW over its own images into a partial sum, and the partial sums are added
+    // into the total in group order. Groups run by several threads keep a partial each until
+    // all are done; groups run one after another share one, added into the total as each group
+    // ends: the same additions in the same order, without 16 copies of a large dW to fill.
+    const int64_t weight_size = out_channels * patch;
+    std::vector<Acc> total_buffer(dw && !wide ? weight_size : 0);
+    Acc* total = dw ? sums_for(dw, total_buffer) : nullptr;
+    if (total) std::fill(total, total + weight_size, Acc(0));
+    const int64_t partials = dw ? (threads_take_groups ? groups : 1) : 0;
+    std::vector<std::vector<Acc>> dw_groups(partials, std::vector<Acc>(weight_size));
+    auto add_into_total = [&](const std::vector<Acc>& part) {
+      for (int64_t k = 0; k < weight_size; ++k) total[k] += part[k];
+    };
 #pragma omp parallel if (threads_take_groups)
     {
       std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels): a chunk's patches
@@ -458,6 +469,8 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
       std::vector<Acc> image_patches(per_chunk > 1 ? patch * pixels : 0);
 #pragma omp for schedule(static)
       for (int64_t group = 0; group < groups; ++group) {
+        std::vector<Acc>* partial = dw ? &dw_groups[threads_take_groups ? group : 0] : nullptr;
+        if (partial) std::fill(partial->begin(), partial->end(), Acc(0));
         const int64_t end = batch * (group + 1) / groups;
         for (int64_t n0 = batch * group / groups; n0 < end; n0 += per_chunk) {
           const int64_t m = std::min(per_chunk, end - n0), columns = m * pixels;
@@ -481,7 +494,7 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
               cols_t_at = cols_t.data(), t_rs = patch, t_cs = 1;
             }
             gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols_t_at, t_rs, t_cs, Acc(1),
-                              dw_groups[group].data(), patch);
+                              partial->data(), patch);
           }
           if (dx && m == 1 && patches_are_the_image(g)) {
             // The patches' gradient is the image's gradient: W^T . dy straight into it.
@@ -506,19 +519,17 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
             }
           }
         }
+        if (partial && !threads_take_groups) add_into_total(*partial);
       }
     }
 
     if (dw) {
-      // The groups' partial sums added in order: into dw itself for f32 and f64, into an f32
+      // The threads' partial sums added in order: into dw itself for f32 and f64, into an f32
       // buffer rounded once for 16 bits.
-      std::vector<Acc> buffer(wide ? 0 : out_channels * patch);
-      Acc* total = sums_for(dw, buffer);
-      std::fill(total, total + out_channels * patch, Acc(0));
-      for (const std::vector<Acc>& part : dw_groups) {
-        for (int64_t k = 0; k < out_channels * patch; ++k) total[k] += part[k];
+      if (threads_take_groups) {
+        for (const std::vector<Acc>& part : dw_groups) add_into_total(part);
       }
-      if constexpr (!wide) round_into(total, out_channels * patch, dw);
+      if constexpr (!wide) round_into(total, weight_size, dw);
     }
   });
 }
