@@ -321,3 +321,37 @@ TEST(GemmBf16, SameBitsWithAnyThreadCount) {
 #endif
 
 }  // namespace
+
+namespace {
+
+// A packed once (pack_gemm_bf16_a) gives gemm_bf16's results bit for bit: products of every
+// shape the convolutions make, one narrow enough to be computed as C^T, K over several slices,
+// a transposed A (the input gradient's W^T), with alpha and beta, on 1 and 2 threads.
+TEST(GemmBf16, APackedOnceGivesTheSameBitsAsPackingItEveryTime) {
+#ifdef _OPENMP
+  const int saved = omp_get_max_threads();
+#endif
+  for (const Case& t : {Case{64, 121, 288}, Case{288, 121, 64, true}, Case{64, 3, 300}, Case{37, 129, 1100},
+                        Case{150, 270, 300, false, true, -1.5f, 0.75f, 5}, Case{7, 13, 5}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << t.M << " N=" << t.N << " K=" << t.K << " tA=" << t.transpose_a);
+    const Problem p(t, 17);
+    const lockstep::cpu::PackedBf16A packed =
+        lockstep::cpu::pack_gemm_bf16_a(t.M, t.K, p.a.bf16.data(), p.a.row_stride, p.a.col_stride);
+    for (int threads : {1, 2}) {
+#ifdef _OPENMP
+      omp_set_num_threads(threads);
+#endif
+      std::vector<float> want = p.c, got = p.c;
+      lockstep::cpu::gemm_bf16(t.M, t.N, t.K, t.alpha, p.a.bf16.data(), p.a.row_stride, p.a.col_stride,
+                               p.b.bf16.data(), p.b.row_stride, p.b.col_stride, t.beta, want.data(), p.ldc);
+      lockstep::cpu::gemm_bf16_packed_a(packed, t.N, t.alpha, p.b.bf16.data(), p.b.row_stride, p.b.col_stride,
+                                        t.beta, got.data(), p.ldc);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << threads << " thread(s)";
+    }
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
+}
+
+}  // namespace

@@ -14,6 +14,7 @@
 #include "core/threads.h"
 #include "tensor/ops/cpu/gemm.h"
 #include "tensor/ops/cpu/gemm_16bit.h"
+#include "tensor/ops/cpu/gemm_bf16.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -228,15 +229,18 @@ void gemm_into(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_
 }
 
 // A weight matrix that the GEMMs of every image (or chunk of images) of a batch multiply: (M, K)
-// with the given strides. For f32 and f64 it is packed once here, so that those GEMMs skip
-// packing it again (cpu::pack_gemm_a, with the same bits as packing it every time); 16-bit
-// weights go to gemm_16bit as they are. Shared read-only by the threads.
+// with the given strides. It is packed once here, so that those GEMMs skip packing it again
+// (cpu::pack_gemm_a for f32 and f64, cpu::pack_gemm_bf16_a for bf16, each with the same bits
+// as packing it every time); f16 weights go to gemm_16bit as they are. Shared read-only by the
+// threads.
 template <class T, class Acc>
 class SharedWeights {
  public:
   SharedWeights(int64_t M, int64_t K, const T* A, int64_t rs, int64_t cs) {
     if constexpr (std::is_same_v<T, Acc>) {
       a_ = pack_gemm_a<T>(M, K, A, rs, cs);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      a_ = pack_gemm_bf16_a(M, K, A, rs, cs);
     } else {
       a_ = PackedGemmA<T>{M, K, A, rs, cs, {}};  // the operand alone, no panels
     }
@@ -246,13 +250,15 @@ class SharedWeights {
   void times(int64_t N, const T* B, int64_t b_rs, int64_t b_cs, Acc beta, Acc* C, int64_t ldc) const {
     if constexpr (std::is_same_v<T, Acc>) {
       gemm_packed_a<T>(a_, N, T(1), B, b_rs, b_cs, beta, C, ldc);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      gemm_bf16_packed_a(a_, N, 1.0f, B, b_rs, b_cs, beta, C, ldc);
     } else {
       gemm_into<T, Acc>(a_.M, N, a_.K, a_.A, a_.row_stride, a_.col_stride, B, b_rs, b_cs, beta, C, ldc);
     }
   }
 
  private:
-  PackedGemmA<T> a_;
+  std::conditional_t<std::is_same_v<T, BFloat16>, PackedBf16A, PackedGemmA<T>> a_;
 };
 
 // Where sums in Acc go: straight into the output `out` when it has that type (f32, f64), else

@@ -203,6 +203,48 @@ void gemm_bf16_on(GemmBf16Path path, int64_t M, int64_t N, int64_t K, float alph
                      c_row_stride);
 }
 
+PackedBf16A pack_gemm_bf16_a(int64_t M, int64_t K, const BFloat16* A, int64_t a_row_stride,
+                             int64_t a_col_stride) {
+  PackedBf16A packed;
+  packed.M = M;
+  packed.K = K;
+  packed.A = A;
+  packed.row_stride = a_row_stride;
+  packed.col_stride = a_col_stride;
+  packed.path = best_path();
+  if (M <= 0 || K <= 0) return packed;
+#ifdef LOCKSTEP_HAVE_AMX_KERNEL
+  if (packed.path == GemmBf16Path::amx_bf16) prepack_amx_bf16(M, K, A, a_row_stride, a_col_stride, packed);
+#endif
+#ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+  if (packed.path == GemmBf16Path::avx512_bf16) {
+    prepack_pairs<Avx512Bf16Kernel>(M, K, A, a_row_stride, a_col_stride, packed);
+  }
+#endif
+  return packed;
+}
+
+void gemm_bf16_packed_a(const PackedBf16A& a, int64_t N, float alpha, const BFloat16* B, int64_t b_row_stride,
+                        int64_t b_col_stride, float beta, float* C, int64_t c_row_stride) {
+  const bool trivial = a.M <= 0 || N <= 0 || a.K <= 0 || alpha == 0.0f;
+#ifdef LOCKSTEP_HAVE_AMX_KERNEL
+  if (!trivial && a.path == GemmBf16Path::amx_bf16) {
+    gemm_amx_bf16_prepacked(a, a.M, N, a.K, alpha, a.A, a.row_stride, a.col_stride, B, b_row_stride, b_col_stride,
+                            beta, C, c_row_stride);
+    return;
+  }
+#endif
+#ifdef LOCKSTEP_HAVE_AVX512_BF16_KERNEL
+  if (!trivial && a.path == GemmBf16Path::avx512_bf16) {
+    gemm_pairs_prepacked<Avx512Bf16Kernel>(a, a.M, N, a.K, alpha, a.A, a.row_stride, a.col_stride, B,
+                                           b_row_stride, b_col_stride, beta, C, c_row_stride);
+    return;
+  }
+#endif
+  gemm_bf16_on(a.path, a.M, N, a.K, alpha, a.A, a.row_stride, a.col_stride, B, b_row_stride, b_col_stride, beta, C,
+               c_row_stride);
+}
+
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_row_stride,
                int64_t a_col_stride, const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride, float beta,
                float* C, int64_t c_row_stride) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/half.h"
 
@@ -51,6 +52,35 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha,
                const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
                const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride,
                float beta, float* C, int64_t c_row_stride);
+
+/// A bf16 operand A of many products packed once: a convolution's weights, which every image's
+/// patches multiply. `gemm_bf16` packs A into pair words on every call (gemm_bf16_pairs.h);
+/// packing it here once, for the path this CPU takes, lets the products that share it skip that
+/// step. Made by pack_gemm_bf16_a(), read by gemm_bf16_packed_a(), read-only in between, so
+/// threads may share one. It also keeps A itself (the pointer and strides, which must stay
+/// valid): where gemm_bf16 would compute a product as C^T = B^T A^T, or on the f32 fallback,
+/// gemm_bf16_packed_a() reads A as gemm_bf16 does, so its results are gemm_bf16's, bit for bit.
+struct PackedBf16A {
+  int64_t M = 0;                   ///< Rows of A.
+  int64_t K = 0;                   ///< Columns of A.
+  const BFloat16* A = nullptr;     ///< A itself.
+  int64_t row_stride = 0;          ///< Distance between A(i, k) and A(i + 1, k).
+  int64_t col_stride = 0;          ///< Distance between A(i, k) and A(i, k + 1).
+  GemmBf16Path path = GemmBf16Path::f32_fallback;  ///< The path it was packed for.
+  int64_t rows = 0;                ///< Packed rows: M rounded up to the path's panel height.
+  int64_t padded_max = 0;          ///< Pair words per row of a full slice of K.
+  std::vector<uint32_t> words;     ///< The pair words, slice of K by slice (empty on the fallback).
+};
+
+/// Packs the (M, K) matrix A (element (i, k) at `A[i * a_row_stride + k * a_col_stride]`) for
+/// gemm_bf16_packed_a() on the path gemm_bf16 takes.
+PackedBf16A pack_gemm_bf16_a(int64_t M, int64_t K, const BFloat16* A, int64_t a_row_stride,
+                             int64_t a_col_stride);
+
+/// `C = alpha * A * B + beta * C` with A packed by pack_gemm_bf16_a(): the same operands, threads
+/// and results as gemm_bf16() with A's pointer and strides, without packing A again.
+void gemm_bf16_packed_a(const PackedBf16A& A, int64_t N, float alpha, const BFloat16* B, int64_t b_row_stride,
+                        int64_t b_col_stride, float beta, float* C, int64_t c_row_stride);
 
 /// `gemm_bf16` on the given path, which must be one this CPU runs (an Error otherwise): tests
 /// check every path the machine has, benchmarks time them side by side. Same arguments and rules

@@ -187,6 +187,18 @@ void gemm_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16*
                             c_row_stride);
 }
 
+void prepack_amx_bf16(int64_t M, int64_t K, const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
+                      PackedBf16A& packed) {
+  prepack_pairs<AmxBf16Kernel>(M, K, A, a_row_stride, a_col_stride, packed);
+}
+
+void gemm_amx_bf16_prepacked(const PackedBf16A& prepacked, int64_t M, int64_t N, int64_t K, float alpha,
+                             const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
+                             int64_t b_row_stride, int64_t b_col_stride, float beta, float* C, int64_t c_row_stride) {
+  gemm_pairs_prepacked<AmxBf16Kernel>(prepacked, M, N, K, alpha, A, a_row_stride, a_col_stride, B, b_row_stride,
+                                      b_col_stride, beta, C, c_row_stride);
+}
+
 #else
 
 bool amx_bf16_usable() { return false; }

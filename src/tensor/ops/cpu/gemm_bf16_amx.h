@@ -30,6 +30,15 @@ void gemm_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16*
                    int64_t a_col_stride, const BFloat16* B, int64_t b_row_stride, int64_t b_col_stride, float beta,
                    float* C, int64_t c_row_stride);
 
+/// Packs A into `packed` for many gemm_amx_bf16 products (gemm_bf16.h's pack_gemm_bf16_a).
+void prepack_amx_bf16(int64_t M, int64_t K, const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride,
+                      PackedBf16A& packed);
+
+/// gemm_amx_bf16 with A prepacked by prepack_amx_bf16 from the same A: the same results, bit for bit.
+void gemm_amx_bf16_prepacked(const PackedBf16A& prepacked, int64_t M, int64_t N, int64_t K, float alpha,
+                             const BFloat16* A, int64_t a_row_stride, int64_t a_col_stride, const BFloat16* B,
+                             int64_t b_row_stride, int64_t b_col_stride, float beta, float* C, int64_t c_row_stride);
+
 /// The AMX peak kernel of peak_flops.h: `iterations` rounds of four `tdpbf16ps` into four
 /// independent accumulator tiles, from tiles of zeros; returns a value read from the sums.
 /// Only where `amx_bf16_usable()`.

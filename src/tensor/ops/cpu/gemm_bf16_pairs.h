@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "tensor/ops/cpu/gemm_bf16.h"
 #include "tensor/ops/cpu/gemm_blocking.h"
 
 #if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 10)
@@ -64,17 +65,42 @@ void pack_a_pair_columns(int64_t mc, int64_t kc, const BFloat16* A, int64_t rs, 
 /// packed once per (jc, pc) block by all threads together, then whole row blocks of C handed to
 /// the threads. Each element of C is summed by one thread, over the K slices in order, and the
 /// slices' bounds depend on K alone: that is why the thread count never changes a bit of the
-/// result. C's element (i, j) is `C[i * c_rs + j * c_cs]`.
+/// result. C's element (i, j) is `C[i * c_rs + j * c_cs]`. With `prepacked` (A packed by
+/// prepack_pairs<Kernel>), the row blocks read it instead of packing A.
 ///
 /// `Kernel` provides the block sizes kMR (rows per A panel), kMC, kKC (k values per slice, even)
 /// and kNC (a multiple of kPanelColumns); `padded_pairs(pairs)`, the pair rows a packed panel
 /// holds for a slice of `pairs` pairs; `pack_a(mc, kc, padded_pairs, A, rs, cs, out)`; and
 /// `multiply(mc, nc, kc, alpha, packed_a, packed_b, beta, C, c_rs, c_cs)`, which computes the
 /// mc x nc block of C from the packed panels.
+/// The k values per slice of K: about equal slices of at most `Kernel::kKC`, each but the last an
+/// even number so that pairs never straddle two slices. A function of K alone.
+template <class Kernel>
+int64_t slice_length(int64_t K) {
+  return round_up(ceil_div(K, ceil_div(K, Kernel::kKC)), 2);
+}
+
+/// Packs the (M, K) operand A for `Kernel` once, into `packed`'s rows, padded_max and words:
+/// slice s of K starts at word `s * rows * padded_max` and holds `Kernel::pack_a` of all M rows
+/// for that slice, so the rows of a row block starting at row ic are contiguous from
+/// `ic * padded` words into their slice, as a block packed on its own would be.
+template <class Kernel>
+void prepack_pairs(int64_t M, int64_t K, const BFloat16* A, int64_t rs, int64_t cs, PackedBf16A& packed) {
+  const int64_t kc_max = slice_length<Kernel>(K);
+  packed.rows = round_up(M, Kernel::kMR);
+  packed.padded_max = Kernel::padded_pairs(kc_max / 2);
+  packed.words.resize(ceil_div(K, kc_max) * packed.rows * packed.padded_max);
+  for (int64_t pc = 0, s = 0; pc < K; pc += kc_max, ++s) {
+    const int64_t kc = std::min(kc_max, K - pc);
+    Kernel::pack_a(M, kc, Kernel::padded_pairs(ceil_div(kc, 2)), A + pc * cs, rs, cs,
+                   packed.words.data() + s * packed.rows * packed.padded_max);
+  }
+}
+
 template <class Kernel>
 void gemm_pairs_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_rs,
                         int64_t a_cs, const BFloat16* B, int64_t b_rs, int64_t b_cs, float beta, float* C,
-                        int64_t c_rs, int64_t c_cs) {
+                        int64_t c_rs, int64_t c_cs, const PackedBf16A* prepacked = nullptr) {
   // Below this many multiply-adds waking the other threads costs more than it saves.
   constexpr int64_t kSmallProblem = 32 * 1024;
   const int threads = M * N * K < kSmallProblem ? 1 : gemm_threads();
@@ -82,9 +108,7 @@ void gemm_pairs_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFlo
   int64_t row_blocks = std::min(round_up(ceil_div(M, Kernel::kMC), threads), ceil_div(M, Kernel::kMR));
   const int64_t mc_max = round_up(ceil_div(M, row_blocks), Kernel::kMR);
   row_blocks = ceil_div(M, mc_max);
-  // K in slices of about equal length, each but the last an even number of k values so that
-  // pairs never straddle two slices.
-  const int64_t kc_max = round_up(ceil_div(K, ceil_div(K, Kernel::kKC)), 2);
+  const int64_t kc_max = slice_length<Kernel>(K);
   const int64_t padded_max = Kernel::padded_pairs(kc_max / 2);
   const int64_t nc_max = std::min(Kernel::kNC, round_up(N, kPanelColumns));
 
@@ -94,10 +118,10 @@ void gemm_pairs_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFlo
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     static thread_local std::vector<uint32_t> packed_a_buffer;
-    uint32_t* const packed_a = scratch(packed_a_buffer, mc_max * padded_max);
+    uint32_t* const packed_a = scratch(packed_a_buffer, prepacked ? 0 : mc_max * padded_max);
     for (int64_t jc = 0; jc < N; jc += Kernel::kNC) {
       const int64_t nc = std::min(Kernel::kNC, N - jc);
-      for (int64_t pc = 0; pc < K; pc += kc_max) {
+      for (int64_t pc = 0, slice = 0; pc < K; pc += kc_max, ++slice) {
         const int64_t kc = std::min(kc_max, K - pc);
         const int64_t padded = Kernel::padded_pairs(ceil_div(kc, 2));
         // Only the first slice of K sees the caller's beta; later slices accumulate.
@@ -111,8 +135,13 @@ void gemm_pairs_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFlo
         for (int64_t block = 0; block < row_blocks; ++block) {
           const int64_t ic = block * mc_max;
           const int64_t mc = std::min(mc_max, M - ic);
-          Kernel::pack_a(mc, kc, padded, A + ic * a_rs + pc * a_cs, a_rs, a_cs, packed_a);
-          Kernel::multiply(mc, nc, kc, alpha, packed_a, packed_b, beta_here, C + ic * c_rs + jc * c_cs, c_rs,
+          const uint32_t* block_a = packed_a;
+          if (prepacked) {
+            block_a = prepacked->words.data() + slice * prepacked->rows * prepacked->padded_max + ic * padded;
+          } else {
+            Kernel::pack_a(mc, kc, padded, A + ic * a_rs + pc * a_cs, a_rs, a_cs, packed_a);
+          }
+          Kernel::multiply(mc, nc, kc, alpha, block_a, packed_b, beta_here, C + ic * c_rs + jc * c_cs, c_rs,
                            c_cs);
         }
       }
@@ -120,18 +149,38 @@ void gemm_pairs_blocked(int64_t M, int64_t N, int64_t K, float alpha, const BFlo
   }
 }
 
-/// The `Kernel` path for M, N, K > 0 and alpha != 0. A product much narrower than a tile is
-/// computed as C^T = B^T A^T, written transposed: the same sums in the same order, with less zero
+/// Whether the `Kernel` path computes an M x N product as C^T = B^T A^T, written transposed: a
+/// product much narrower than a tile, whose sums are the same in the same order, with less zero
 /// padding.
+template <class Kernel>
+bool computes_transposed(int64_t M, int64_t N) {
+  const int64_t padded = round_up(M, Kernel::kMR) * round_up(N, kPanelColumns);
+  const int64_t padded_transposed = round_up(N, Kernel::kMR) * round_up(M, kPanelColumns);
+  return padded_transposed * 4 < padded * 3;
+}
+
+/// The `Kernel` path for M, N, K > 0 and alpha != 0.
 template <class Kernel>
 void gemm_pairs(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t a_rs, int64_t a_cs,
                 const BFloat16* B, int64_t b_rs, int64_t b_cs, float beta, float* C, int64_t ldc) {
-  const int64_t padded = round_up(M, Kernel::kMR) * round_up(N, kPanelColumns);
-  const int64_t padded_transposed = round_up(N, Kernel::kMR) * round_up(M, kPanelColumns);
-  if (padded_transposed * 4 < padded * 3) {
+  if (computes_transposed<Kernel>(M, N)) {
     gemm_pairs_blocked<Kernel>(N, M, K, alpha, B, b_cs, b_rs, A, a_cs, a_rs, beta, C, 1, ldc);
   } else {
     gemm_pairs_blocked<Kernel>(M, N, K, alpha, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc, 1);
+  }
+}
+
+/// gemm_pairs with A prepacked (prepack_pairs on A's pointer and strides, which it also reads):
+/// where gemm_pairs would compute C^T it does too, from A itself, so that its results are
+/// gemm_pairs', bit for bit.
+template <class Kernel>
+void gemm_pairs_prepacked(const PackedBf16A& prepacked, int64_t M, int64_t N, int64_t K, float alpha,
+                          const BFloat16* A, int64_t a_rs, int64_t a_cs, const BFloat16* B, int64_t b_rs,
+                          int64_t b_cs, float beta, float* C, int64_t ldc) {
+  if (computes_transposed<Kernel>(M, N)) {
+    gemm_pairs_blocked<Kernel>(N, M, K, alpha, B, b_cs, b_rs, A, a_cs, a_rs, beta, C, 1, ldc);
+  } else {
+    gemm_pairs_blocked<Kernel>(M, N, K, alpha, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc, 1, &prepacked);
   }
 }
 
