@@ -39,7 +39,7 @@ add_test(NAME chapter5_amp_off_is_chapter4
                  "-DSECOND=$<TARGET_FILE:chapter4>;--model;mlp;--max-steps=10" -P ${COMPARE_CHECKSUMS})
 set_tests_properties(chapter5_amp_off_is_chapter4 PROPERTIES LABELS chapter TIMEOUT 300)
 lockstep_program_test(chapter5_says_which_path_runs chapter5 success
-                      "amp: bf16 autocast on cpu, 16-bit GEMMs on the (avx512_bf16|f32 fallback) path; loss scaling off.*RESULT chapter=5 .* amp=bf16 skipped_steps=0 final_scale=1 "
+                      "amp: bf16 autocast on cpu, 16-bit GEMMs on the (amx_bf16|avx512_bf16|f32 fallback) path; loss scaling off.*RESULT chapter=5 .* amp=bf16 skipped_steps=0 final_scale=1 "
                       --device cpu --model mlp --max-steps=5)
 lockstep_program_test(chapter5_skips_an_inf_step chapter5 success
                       "step 4 skipped: a gradient was inf or NaN; the scale is now 512.*RESULT chapter=5 .* amp=f16 skipped_steps=1 final_scale=512 "
