@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #ifdef LOCKSTEP_HAVE_AMX_KERNEL
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -170,8 +171,11 @@ float amx_dot_chains(int64_t iterations) {
 
 bool amx_bf16_usable() {
   static const bool usable = [] {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    // CPUID leaf 7, subleaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE (asked directly: not every
+    // compiler's __builtin_cpu_supports knows these names).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if (!(edx & (1u << 22)) || !(edx & (1u << 24))) return false;
     // Linux's arch_prctl request for the tile data's state component (XFEATURE_XTILEDATA, 18).
     constexpr int kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
     constexpr int kTileData = 18;
