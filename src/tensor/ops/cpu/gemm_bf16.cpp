@@ -76,20 +76,14 @@ LOCKSTEP_AVX512_BF16 __attribute__((noinline)) void micro_kernel(
     a += kMR;
     b += kNR;
   }
-  // The same formula as update_tile, 16 lanes at a time, on the first mr rows and nr columns.
-  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+  // The first mr rows and nr columns into C.
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
     if (i >= mr) continue;
 #pragma GCC unroll 2
     for (int v = 0; v < kNV; ++v) {
       const int64_t lanes = std::min<int64_t>(16, nr - 16 * v);
-      if (lanes <= 0) continue;
-      const __mmask16 mask = lanes == 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
-      float* out = c + i * ldc + 16 * v;
-      __m512 result = _mm512_mul_ps(alpha_v, acc[i][v]);
-      if (beta != 0.0f) result = _mm512_add_ps(result, _mm512_mul_ps(beta_v, _mm512_maskz_loadu_ps(mask, out)));
-      _mm512_mask_storeu_ps(out, mask, result);
+      if (lanes > 0) store_lanes(c + i * ldc + 16 * v, lanes, acc[i][v], alpha, beta);
     }
   }
 }

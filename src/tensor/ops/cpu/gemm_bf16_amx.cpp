@@ -83,19 +83,12 @@ void tile_block(int64_t padded, const uint32_t* a, const uint32_t* b, float* ab)
 }
 
 // C(i, j) = alpha * ab(i, j) + beta * C(i, j) for the mr x nr corner of a block, C's rows ldc
-// apart and contiguous: the formula of gemm_blocking.h's update_tile, 16 lanes at a time.
+// apart and contiguous.
 LOCKSTEP_AVX512_BF16 void store_block(int64_t mr, int64_t nr, const float* ab, float alpha, float beta, float* c,
                                       int64_t ldc) {
-  const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < mr; ++i) {
-    for (int64_t j = 0; j < nr; j += 16) {
-      const int64_t lanes = std::min<int64_t>(16, nr - j);
-      const __mmask16 mask = static_cast<__mmask16>((1u << lanes) - 1);
-      float* out = c + i * ldc + j;
-      __m512 result = _mm512_mul_ps(alpha_v, _mm512_loadu_ps(ab + i * kBlock + j));
-      if (beta != 0.0f) result = _mm512_add_ps(result, _mm512_mul_ps(beta_v, _mm512_maskz_loadu_ps(mask, out)));
-      _mm512_mask_storeu_ps(out, mask, result);
-    }
+    for (int64_t j = 0; j < nr; j += 16)
+      store_lanes(c + i * ldc + j, std::min<int64_t>(16, nr - j), _mm512_loadu_ps(ab + i * kBlock + j), alpha, beta);
   }
 }
 

@@ -40,6 +40,18 @@ namespace lockstep::cpu::gemm_detail {
 /// Columns per packed B panel: two registers of 16 pair words.
 constexpr int kPanelColumns = 32;
 
+/// Stores `lanes` (1 to 16) values of C at out as alpha * sums + beta * C (C not read where beta
+/// is 0, so it may hold NaN): the formula of gemm_blocking.h's update_tile, 16 lanes at a time,
+/// with which both bf16 kernels end a tile of C.
+LOCKSTEP_AVX512_BF16 inline void store_lanes(float* out, int64_t lanes, __m512 sums, float alpha, float beta) {
+  const __mmask16 mask = lanes >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << lanes) - 1);
+  __m512 result = _mm512_mul_ps(_mm512_set1_ps(alpha), sums);
+  if (beta != 0.0f) {
+    result = _mm512_add_ps(result, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, out)));
+  }
+  _mm512_mask_storeu_ps(out, mask, result);
+}
+
 /// Packs one kc x kPanelColumns panel of B (its nr <= kPanelColumns valid columns start at B,
 /// element (k, j) at `B[k * rs + j * cs]`) into `padded_pairs` rows of pair words at out.
 /// Columns past nr, the pad of an odd kc and the rows past ceil(kc / 2) are 0.
