@@ -6,7 +6,8 @@
 #   1. bf16 over f32 on chapter 2's CNN (chapter5 --amp bf16 / --amp off, 1 thread): at least
 #      BF16_FLOOR, where the CPU's bf16 peak (AMX or vdpbf16ps) is at least 1.5 times its f32 peak;
 #   2. 2 ranks over 1 rank (mpirun -n 2 / -n 1 chapter4 --threads 1, the CNN): at least
-#      SCALING_FLOOR, where the machine has 2 cores;
+#      SCALING_FLOOR, where the machine has 2 cores (it measures 1.5 to 1.9 on the shared 2-core
+#      machines; ranks that stopped overlapping or ran in turn would give 1.0 to 1.2);
 #   3. each chapter's samples/s on the MLP against its committed baseline (BASELINE, measured on
 #      the machine it names): at least half of it.
 #
@@ -19,7 +20,7 @@ BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${ROUNDS:-3}
 BF16_FLOOR=${BF16_FLOOR:-1.25}
-SCALING_FLOOR=${SCALING_FLOOR:-1.6}
+SCALING_FLOOR=${SCALING_FLOOR:-1.4}
 BASELINE=${BASELINE:-$HERE/perf_baseline.txt}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck source=result_fields.sh
@@ -63,7 +64,7 @@ fi
 
 # 2. Two ranks over one.
 if [ "$(nproc)" -ge 2 ]; then
-  ddp=(--device cpu --model cnn --threads 1 --epochs 1 --max-steps 100)
+  ddp=(--device cpu --model cnn --threads 1 --epochs 1 --max-steps 200)
   read -r one two < <(alternate "mpirun -n 1 '$BUILD/chapter4' ${ddp[*]}" "mpirun -n 2 '$BUILD/chapter4' ${ddp[*]}")
   row "2 ranks / 1 rank, CNN ($two / $one)" "$(ratio "$two" "$one")" "$SCALING_FLOOR"
 else
