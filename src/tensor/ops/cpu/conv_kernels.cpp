@@ -476,7 +476,8 @@ void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const T
 #pragma omp for schedule(static)
       for (int64_t group = 0; group < groups; ++group) {
         std::vector<Acc>* partial = dw ? &dw_groups[threads_take_groups ? group : 0] : nullptr;
-        if (partial) std::fill(partial->begin(), partial->end(), Acc(0));
+        // A group's own partial starts at zero as made; the shared one is emptied for each group.
+        if (partial && !threads_take_groups && group > 0) std::fill(partial->begin(), partial->end(), Acc(0));
         const int64_t end = batch * (group + 1) / groups;
         for (int64_t n0 = batch * group / groups; n0 < end; n0 += per_chunk) {
           const int64_t m = std::min(per_chunk, end - n0), columns = m * pixels;
