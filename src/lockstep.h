@@ -10,6 +10,7 @@
 #include "tensor/autograd/saved_tensor.h"
 #include "tensor/autograd/zero_grad.h"
 #include "core/cuda/context.h"
+#include "core/cuda/graph.h"
 #include "core/cuda/memory.h"
 #include "core/device.h"
 #include "core/dtype.h"

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/device_choice.h"
+#include "common/graphed_step.h"
 #include "common/model_flops.h"
 #include "common/named_datasets.h"
 #include "common/program.h"
@@ -29,6 +30,7 @@ struct Options {
   TrainFlags train;                    // --lr: 0.05 for sgd, 1e-3 for adam and adamw unless given
   std::optional<double> weight_decay;  // default: the optimiser's own (0; 1e-2 for adamw)
   int threads = 0;
+  bool cuda_graph = false;
   std::string save;
   std::string trace;
   std::string metrics;
@@ -78,6 +80,13 @@ void check_options(const Options& o) {
   check_output_file("--save", o.save);
   check_output_file("--trace", o.trace);
   check_input_file("--load", o.load);
+  // Adam's step count lives on the host, in the bias correction the capture recorded: every
+  // replay would repeat that one step's correction (PyTorch's capturable=True keeps it on the GPU).
+  LOCKSTEP_CHECK(!o.cuda_graph || o.optimizer == "sgd", "--cuda-graph works with --optimizer sgd only: ", o.optimizer,
+                 "'s step count lives on the host, and every replay would repeat the captured step's value");
+  // A replay runs none of the host code that records the trace's spans.
+  LOCKSTEP_CHECK(!(o.cuda_graph && !o.trace.empty()), "--cuda-graph and --trace cannot go together: a replayed "
+                 "CUDA graph runs none of the host code that records the timeline; drop one of them");
 }
 
 int run(const Options& o) {
@@ -86,6 +95,8 @@ int run(const Options& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const DeviceChoice choice = resolve_device(o.device, 0, 1);
   const Device device = choice.device;
+  LOCKSTEP_CHECK(!o.cuda_graph || device.is_cuda(), "--cuda-graph records the training step as a CUDA graph, which "
+                 "needs a GPU; this run is on ", device, ": use --device cuda, or drop --cuda-graph");
   std::cout << choice.start_line() << "\n";
   // Fail early, before loading data, when the device cannot be used.
   empty({1}, TensorOptions().device(device));
@@ -120,6 +131,17 @@ int run(const Options& o) {
   DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)
                                    .sampler(std::make_shared<RandomSampler>(train_set->size(), o.train.seed))
                                    .pin_memory(device.is_cuda()));
+  // One training step: forward, loss, backward, step. With --cuda-graph it is recorded once and
+  // replayed for each batch (common/graphed_step.h): one launch instead of hundreds.
+  const GraphedStep::Step train_step = [&](const Tensor& inputs, const Tensor& targets) {
+    const Tensor loss = cross_entropy((*model)(inputs), targets);
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+    return loss;
+  };
+  std::optional<GraphedStep> graphed;
+  if (o.cuda_graph) graphed.emplace(train_step);
   int64_t step = 0, samples = 0;
   double train_seconds = 0.0, last_loss = NAN;
   Evaluation result;
@@ -142,10 +164,7 @@ int run(const Options& o) {
     for (const Batch& batch : loader) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W)
       const Tensor targets = batch.targets.to(device, true);  // targets: (B) class indices
-      loss = cross_entropy((*model)(inputs), targets);
-      optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
+      loss = graphed ? (*graphed)(inputs, targets) : train_step(inputs, targets);
       window_loss.add_(loss.detach());
       epoch_samples += targets.numel();
       ++step;
@@ -180,6 +199,7 @@ int run(const Options& o) {
                 model_flops(epoch_flops, epoch_samples, epoch_speed, peak_flops).mfu);
   }
   //! [loop]
+  if (graphed) std::cout << "cuda graph: " << graphed->replays() << " of " << step << " steps replayed\n";
 
   if (!o.save.empty()) {
     // The file holds CPU tensors, so that it loads on any machine, with or without a GPU.
@@ -216,6 +236,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--weight-decay", o.weight_decay, "weight decay (default: 0; 1e-2 for adamw)")->check(non_negative_number());
   app.add_option("--threads", o.threads, "CPU threads (default: all cores)")->check(thread_count());
+  app.add_flag("--cuda-graph", o.cuda_graph, "on a GPU: record the training step once as a CUDA graph and replay it "
+                                             "for each batch (after 3 eager steps)");
   app.add_option("--save", o.save, "write the trained weights to this safetensors file");
   app.add_option("--trace", o.trace, "write a timeline of the run (Chrome trace JSON, for ui.perfetto.dev) to this "
                                      "file; use with --max-steps, it grows with every step");

@@ -105,6 +105,15 @@ lockstep_program_test(chapter2_corrupt_data chapter2 failure "train-images-idx3-
                       --data ${CORRUPT_DATA} --max-steps=1)
 lockstep_program_test(chapter2_cuda_without_gpu chapter2 failure "cannot use cuda:0: .*Device::cpu.*\\(use --device cpu\\)"
                       --device cuda --max-steps=1)
+# --cuda-graph: a GPU's feature; refused on the CPU, with Adam (its step count lives on the host)
+# and with --trace (a replay records no spans), before any data is read.
+lockstep_program_test(chapter2_cuda_graph_needs_a_gpu chapter2 failure
+                      "--cuda-graph records the training step as a CUDA graph, which needs a GPU; this run is on cpu"
+                      --device cpu --cuda-graph --max-steps=1)
+lockstep_program_test(chapter2_cuda_graph_needs_sgd chapter2 failure "--cuda-graph works with --optimizer sgd only: adam's"
+                      --cuda-graph --optimizer adam --max-steps=1)
+lockstep_program_test(chapter2_cuda_graph_refuses_trace chapter2 failure "--cuda-graph and --trace cannot go together"
+                      --cuda-graph --trace ${CMAKE_CURRENT_BINARY_DIR}/graph-trace.json --max-steps=1)
 lockstep_program_test(chapter4_nccl_needs_cuda chapter4 failure "NCCL backend moves CUDA tensors only.*use --device cuda, or --backend mpi"
                       --backend nccl --max-steps=1)
 # Started as if by torchrun, which starts no MPI job: a clear error, not two one-rank jobs.

@@ -123,6 +123,21 @@ seeds_on_both_devices() {
 }
 step chapter2_seeds seeds_on_both_devices
 # Chapter 3: two replicas sharing the GPU, one epoch, beside chapter 2's one epoch.
+# --cuda-graph: chapter 2's CNN at batch 64 is launch-bound; the same 400 steps eager and
+# replayed from a CUDA graph, alternated twice, and the ratio printed (a benchmark, no floor).
+graph_against_eager() {
+  local run=("$BUILD/chapter2" --device cuda --model cnn --batch-size 64 --epochs 1 --max-steps 400)
+  local eager graphed round
+  local -
+  set -o pipefail
+  for round in 1 2; do
+    eager=$("${run[@]}" | tee /dev/stderr | sed -n 's/^RESULT .*samples_per_s=\([0-9.]*\).*/\1/p') || return 1
+    graphed=$("${run[@]}" --cuda-graph | tee /dev/stderr | sed -n 's/^RESULT .*samples_per_s=\([0-9.]*\).*/\1/p') || return 1
+    [ -n "$eager" ] && [ -n "$graphed" ] || return 1
+    echo "round $round: eager $eager samples/s, cuda graph $graphed samples/s: $(awk -v g="$graphed" -v e="$eager" 'BEGIN { printf "%.2f", g / e }')x"
+  done
+}
+step chapter2_cuda_graph graph_against_eager
 step chapter3_cuda_2 "$BUILD/chapter3" --device cuda --replicas 2 --epochs 1
 step chapter3_cuda_3 "$BUILD/chapter3" --device cuda --replicas 3 --max-steps 300
 step chapter2_cuda_1 "$BUILD/chapter2" --device cuda --epochs 1
@@ -193,6 +208,13 @@ step chapter5_inf_mpi_2 succeeds_printing "skipped_steps=1 final_scale=512 " \
   mpirun -n 2 "$BUILD/chapter5" --backend mpi --device cuda --amp f16 --init-scale 1024 --model mlp --max-steps 20 \
   --inf-at-step 10 --inf-on-rank 1
 step chapter5_resnet_f16_nccl_1 mpirun -n 1 "$BUILD/chapter5" --backend nccl "${RESNET[@]}"
+# ResNet-50 in 16 bits against f32, and PyTorch's AMP on the same GPU: 100 steps of 256
+# Fashion-MNIST images each (the results table's per-device batch), one rank.
+R50=(--model resnet50 --batch-size 256 --epochs 1 --max-steps 100)
+step resnet50_f32 mpirun -n 1 "$BUILD/chapter5" --backend nccl --device cuda --amp off "${R50[@]}"
+step resnet50_f16 mpirun -n 1 "$BUILD/chapter5" --backend nccl --device cuda --amp f16 "${R50[@]}"
+step resnet50_bf16 mpirun -n 1 "$BUILD/chapter5" --backend nccl --device cuda --amp bf16 "${R50[@]}"
+step torch_resnet50_f16 python3 tests/reference/chapter2_torch.py --device cuda --amp f16 "${R50[@]}"
 step torch_amp_cuda python3 tests/reference/chapter2_torch.py --device cuda --amp f16 "${TRAIN[@]}"
 # Chapter 6 on the GPU: SyncBatchNorm's CUDA kernels and its collectives on GPU tensors (one
 # rank over NCCL; two sharing the GPU over MPI), a checkpoint read back by every rank, and a

@@ -15,6 +15,13 @@
 // batch of work on a side stream starts by waiting for the main stream (parallel_apply), so
 // the block's next user there is queued after its last reader; a new user of side streams
 // must keep that rule.
+//
+// A CUDA graph (core/cuda/graph.h) replays the kernels it recorded on the addresses they used
+// then, for as long as the graph lives. So while a graph captures work on a stream, the blocks
+// that work allocates come from the graph's own pool, whose freed blocks only a later capture
+// into the same pool reuses; and a block of the shared cache freed during a capture, which the
+// recorded kernels may still read or write, is held by the pool too. Releasing the pool (the
+// graph's reset) hands both back to the shared cache.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +38,7 @@
 #include "core/cuda/check.cuh"
 #include "core/cuda/block_use.cuh"
 #include "core/cuda/device_guard.cuh"
+#include "core/cuda/graph_pool.cuh"
 #include "core/cuda/memory.h"
 
 namespace lockstep::cuda {
@@ -56,10 +64,18 @@ class CachingAllocator final : public Allocator {
     const size_t size = block_size(nbytes);
     const cudaStream_t stream = stream_for(device_);
     std::lock_guard<std::mutex> lock(mutex_);
+    // Work being captured into a graph takes its blocks from the graph's pool.
+    const GraphPoolId pool = (capture_pool_ != 0 && stream == capture_stream_) ? capture_pool_ : 0;
     // A cached block of this class: reuse it (the common case after the first training step).
-    void* ptr = caching_ ? take_cached(stream, size) : nullptr;
+    void* ptr = nullptr;
+    if (pool != 0) {
+      ptr = take_from(pools_.at(pool).free_blocks[size]);
+    } else if (caching_) {
+      ptr = take_from(free_blocks_[{stream, size}]);
+    }
     if (ptr == nullptr) ptr = allocate_from_driver(size);
-    block_stream_[ptr] = stream;
+    live_blocks_[ptr] = {stream, pool};
+    if (pool != 0) ++pools_.at(pool).live_blocks;
     stats_.allocated_bytes += static_cast<int64_t>(size);
     stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
     return ptr;
@@ -68,13 +84,28 @@ class CachingAllocator final : public Allocator {
   void deallocate(void* ptr, size_t nbytes) override {
     const size_t size = block_size(nbytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto owner = block_stream_.find(ptr);
-    LOCKSTEP_CHECK(owner != block_stream_.end(), "CUDA caching allocator: ", device_,
+    const auto owner = live_blocks_.find(ptr);
+    LOCKSTEP_CHECK(owner != live_blocks_.end(), "CUDA caching allocator: ", device_,
                    " was asked to free a pointer it did not hand out, or one already freed");
-    // Keep the block: work already queued on the stream may still read it, and any later user
-    // of the block is queued after that work on the same stream.
-    if (caching_) {
-      free_blocks_[{owner->second, size}].push_back(ptr);
+    const LiveBlock block = owner->second;
+    if (block.pool != 0) {
+      // A graph's block: its graph may replay onto it, so only the graph's captures reuse it,
+      // until the graph is reset.
+      GraphPool& pool = pools_.at(block.pool);
+      --pool.live_blocks;
+      if (!pool.released) {
+        pool.free_blocks[size].push_back(ptr);
+      } else {
+        free_blocks_[{block.stream, size}].push_back(ptr);
+        if (pool.live_blocks == 0) pools_.erase(block.pool);
+      }
+    } else if (capture_pool_ != 0) {
+      // Freed while a graph captures: the recorded kernels may still use it at every replay.
+      pools_.at(capture_pool_).held_blocks.push_back({{block.stream, size}, ptr});
+    } else if (caching_) {
+      // Keep the block: work already queued on the stream may still read it, and any later
+      // user of the block is queued after that work on the same stream.
+      free_blocks_[{block.stream, size}].push_back(ptr);
     } else {
       // Called from a tensor's destructor, which must not throw.
       detail::release_quietly("freeing a CUDA block", [&] {
@@ -83,7 +114,7 @@ class CachingAllocator final : public Allocator {
         free_to_driver(ptr, size);
       });
     }
-    block_stream_.erase(owner);
+    live_blocks_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);
   }
 
@@ -92,8 +123,8 @@ class CachingAllocator final : public Allocator {
   // The stream `ptr` was handed out on (its free list's), or null if it is not a live block.
   cudaStream_t stream_of(void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto owner = block_stream_.find(ptr);
-    return owner != block_stream_.end() ? owner->second : nullptr;
+    const auto owner = live_blocks_.find(ptr);
+    return owner != live_blocks_.end() ? owner->second.stream : nullptr;
   }
 
   MemoryStats stats() {
@@ -108,7 +139,47 @@ class CachingAllocator final : public Allocator {
 
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
+    LOCKSTEP_CHECK(capture_pool_ == 0, "empty_cache: ", device_, " has a CUDA graph capturing work; empty the cache "
+                   "before the capture or after it");
     release_cached();
+  }
+
+  void begin_capture(cudaStream_t stream, GraphPoolId pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LOCKSTEP_CHECK(caching_, "a CUDA graph needs the caching allocator (its blocks must outlive the capture); unset "
+                   "LOCKSTEP_NO_CUDA_MEMORY_CACHING");
+    LOCKSTEP_CHECK(capture_pool_ == 0, "a CUDA graph is already capturing work on ", device_,
+                   "; end that capture before starting another");
+    GraphPool& entry = pools_[pool];
+    entry.stream = stream;
+    capture_stream_ = stream;
+    capture_pool_ = pool;
+  }
+
+  void end_capture() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capture_stream_ = nullptr;
+    capture_pool_ = 0;
+  }
+
+  void release_pool(GraphPoolId pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = pools_.find(pool);
+    if (found == pools_.end()) return;
+    GraphPool& entry = found->second;
+    for (auto& [size, blocks] : entry.free_blocks) {
+      auto& shared = free_blocks_[{entry.stream, size}];
+      shared.insert(shared.end(), blocks.begin(), blocks.end());
+    }
+    for (const auto& [key, ptr] : entry.held_blocks) free_blocks_[key].push_back(ptr);
+    // Blocks still held by tensors (a graph's outputs) join the shared cache when freed.
+    if (entry.live_blocks == 0) {
+      pools_.erase(found);
+    } else {
+      entry.free_blocks.clear();
+      entry.held_blocks.clear();
+      entry.released = true;
+    }
   }
 
  private:
@@ -117,7 +188,8 @@ class CachingAllocator final : public Allocator {
     DeviceGuard guard(device_);
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, size);
-    if (status == cudaErrorMemoryAllocation) {
+    // (cudaFree cannot run while a graph captures, so then there is no second try.)
+    if (status == cudaErrorMemoryAllocation && capture_pool_ == 0) {
       // Cached blocks of other sizes may be what fills the GPU: give them back and retry.
       cudaGetLastError();
       release_cached();
@@ -139,9 +211,8 @@ class CachingAllocator final : public Allocator {
   // The bytes a request really takes: its size class, or, without caching, exactly the request.
   size_t block_size(size_t nbytes) const { return caching_ ? size_class(nbytes) : std::max<size_t>(nbytes, 1); }
 
-  // Called with the mutex held: a cached block of `size` for `stream`, or null.
-  void* take_cached(cudaStream_t stream, size_t size) {
-    auto& free_list = free_blocks_[{stream, size}];
+  // Called with the mutex held: a block of `free_list`, or null.
+  void* take_from(std::vector<void*>& free_list) {
     if (free_list.empty()) return nullptr;
     void* ptr = free_list.back();
     free_list.pop_back();
@@ -177,8 +248,25 @@ class CachingAllocator final : public Allocator {
   const Device device_;
   const bool caching_;  // false under LOCKSTEP_NO_CUDA_MEMORY_CACHING=1
   std::mutex mutex_;
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> free_blocks_;  // (stream, size class) -> cached
-  std::unordered_map<void*, cudaStream_t> block_stream_;  // block handed out -> its stream
+  using CacheKey = std::pair<cudaStream_t, size_t>;  // (stream, size class)
+  struct LiveBlock {
+    cudaStream_t stream;  // whose free list it joins
+    GraphPoolId pool;     // the graph pool it came from; 0: the shared cache
+  };
+  // The blocks of one CUDA graph (see the top of this file).
+  struct GraphPool {
+    cudaStream_t stream = nullptr;                            // the stream its graph captured
+    std::map<size_t, std::vector<void*>> free_blocks;         // size class -> freed, for its captures only
+    std::vector<std::pair<CacheKey, void*>> held_blocks;      // shared blocks freed during its capture
+    int64_t live_blocks = 0;                                  // its blocks held by tensors now
+    bool released = false;                                    // its graph is gone; live blocks go back when freed
+  };
+
+  std::map<CacheKey, std::vector<void*>> free_blocks_;  // the shared cache
+  std::unordered_map<void*, LiveBlock> live_blocks_;    // block handed out -> where it goes back
+  std::unordered_map<GraphPoolId, GraphPool> pools_;
+  cudaStream_t capture_stream_ = nullptr;  // the stream a graph is capturing, if any
+  GraphPoolId capture_pool_ = 0;           // that graph's pool; 0 when none captures
   MemoryStats stats_;
 };
 
@@ -292,5 +380,11 @@ cudaStream_t allocation_stream(Device device, void* block) { return allocator_of
 MemoryStats memory_stats(Device device) { return allocator_of(device).stats(); }
 void reset_peak_memory_stats(Device device) { allocator_of(device).reset_peak(); }
 void empty_cache(Device device) { allocator_of(device).empty_cache(); }
+
+void begin_graph_capture(Device device, cudaStream_t stream, GraphPoolId pool) {
+  allocator_of(device).begin_capture(stream, pool);
+}
+void end_graph_capture(Device device) { allocator_of(device).end_capture(); }
+void release_graph_pool(Device device, GraphPoolId pool) { allocator_of(device).release_pool(pool); }
 
 }  // namespace lockstep::cuda
