@@ -1,6 +1,6 @@
 // CPU batch-norm kernels. Input (N, C) or (N, C, H, W) is read as (N, C, S): channel c owns
-// the N runs x[n, c, 0..S). The per-channel reductions run one channel per thread and sum in
-// double; the elementwise passes run one (n, c) row per thread with per-channel coefficients
+// the N runs x[n, c, 0..S). The per-channel reductions run a block of channels per thread and
+// sum in double; the elementwise passes run one (n, c) row per thread with per-channel coefficients
 // folded in advance, so each element costs one or two multiply-adds.
 //
 // A 16-bit input (T = Half or BFloat16) is PyTorch's mixed batch norm: the per-channel tensors
@@ -8,6 +8,7 @@
 // and f64), and the elementwise passes compute in float and round each output to 16 bits once.
 #include "tensor/ops/dispatch/batch_norm_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -31,27 +32,45 @@ std::vector<double> channel_values(const Tensor& t, int64_t C, double fallback) 
   return t.defined() ? t.to_vector<double>() : std::vector<double>(static_cast<size_t>(C), fallback);
 }
 
-// Channel c's mean and biased variance over (N, S) of x: (N, C, S), in double. Two passes, the
-// mean and then squared deviations from it, avoid the cancellation that E[x^2] - E[x]^2 suffers
-// when the mean is large compared with the spread. No values: {0, 0}.
-template <class T>
-std::pair<double, double> channel_mean_var(const T* in, int64_t N, int64_t C, int64_t S, int64_t c) {
-  const double count = static_cast<double>(N * S);
-  double total = 0.0;
+// The per-channel sums run over a block of up to kChannelBlock channels at once, one
+// accumulator each: every channel still adds its values in order of n and then s, so the sums
+// are the bits of one channel at a time, but the block's independent chains of additions keep
+// the adder busy where a single chain waits for each addition to finish (and for S = 1, the
+// small late layers of a ResNet, the block's values lie side by side in memory).
+constexpr int64_t kChannelBlock = 8;
+
+// The blocks of channels [0, C): block b is channels [b * kChannelBlock, ... + width).
+int64_t channel_blocks(int64_t C) { return (C + kChannelBlock - 1) / kChannelBlock; }
+int64_t block_width(int64_t C, int64_t block) { return std::min(kChannelBlock, C - block * kChannelBlock); }
+
+// Calls visit(j, i) for channel c0 + j of the block and every flat index i of its values in
+// x: (N, C, S), in the order each channel's sums need: n, then s, then the block's channels.
+template <class Visit>
+void visit_channel_block(int64_t N, int64_t C, int64_t S, int64_t c0, int64_t width, Visit visit) {
   for (int64_t n = 0; n < N; ++n) {
-    const T* row = in + (n * C + c) * S;
-    for (int64_t s = 0; s < S; ++s) total += static_cast<double>(row[s]);
-  }
-  const double mu = count > 0 ? total / count : 0.0;
-  double squares = 0.0;
-  for (int64_t n = 0; n < N; ++n) {
-    const T* row = in + (n * C + c) * S;
+    const int64_t row = (n * C + c0) * S;
     for (int64_t s = 0; s < S; ++s) {
-      const double d = static_cast<double>(row[s]) - mu;
-      squares += d * d;
+      for (int64_t j = 0; j < width; ++j) visit(j, row + j * S + s);
     }
   }
-  return {mu, count > 0 ? squares / count : 0.0};
+}
+
+// The mean and biased variance over (N, S) of each channel c0 + j of a block (j < width) of
+// x: (N, C, S), in double, into mu[j] and var[j]. Two passes, the mean and then squared
+// deviations from it, avoid the cancellation that E[x^2] - E[x]^2 suffers when the mean is
+// large compared with the spread. No values: 0 and 0.
+template <class T>
+void channel_block_mean_var(const T* in, int64_t N, int64_t C, int64_t S, int64_t c0, int64_t width, double* mu,
+                            double* var) {
+  const double count = static_cast<double>(N * S);
+  double total[kChannelBlock] = {}, squares[kChannelBlock] = {};
+  visit_channel_block(N, C, S, c0, width, [&](int64_t j, int64_t i) { total[j] += static_cast<double>(in[i]); });
+  for (int64_t j = 0; j < width; ++j) mu[j] = count > 0 ? total[j] / count : 0.0;
+  visit_channel_block(N, C, S, c0, width, [&](int64_t j, int64_t i) {
+    const double d = static_cast<double>(in[i]) - mu[j];
+    squares[j] += d * d;
+  });
+  for (int64_t j = 0; j < width; ++j) var[j] = count > 0 ? squares[j] / count : 0.0;
 }
 
 }  // namespace
@@ -71,10 +90,14 @@ std::pair<Tensor, Tensor> batch_norm_stats_kernel(const Tensor& input, double ep
     Stat* m = mean.data_ptr<Stat>();
     Stat* is = invstd.data_ptr<Stat>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-    for (int64_t c = 0; c < C; ++c) {
-      const auto [mu, var] = channel_mean_var(in, N, C, S, c);  // biased: what normalisation uses
-      m[c] = static_cast<Stat>(mu);
-      is[c] = static_cast<Stat>(1.0 / std::sqrt(var + eps));
+    for (int64_t block = 0; block < channel_blocks(C); ++block) {
+      const int64_t c0 = block * kChannelBlock, width = block_width(C, block);
+      double mu[kChannelBlock], var[kChannelBlock];  // biased: what normalisation uses
+      channel_block_mean_var(in, N, C, S, c0, width, mu, var);
+      for (int64_t j = 0; j < width; ++j) {
+        m[c0 + j] = static_cast<Stat>(mu[j]);
+        is[c0 + j] = static_cast<Stat>(1.0 / std::sqrt(var[j] + eps));
+      }
     }
   });
   return {mean, invstd};
@@ -151,18 +174,18 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
     Stat* sdy = sum_dy.data_ptr<Stat>();
     Stat* sdx = sum_dy_xmu.data_ptr<Stat>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-    for (int64_t c = 0; c < C; ++c) {
-      double a = 0.0, b = 0.0;
-      for (int64_t n = 0; n < N; ++n) {
-        const int64_t row = (n * C + c) * S;
-        for (int64_t s = 0; s < S; ++s) {
-          const double d = static_cast<double>(dy[row + s]);
-          a += d;
-          b += d * (static_cast<double>(in[row + s]) - m[c]);
-        }
+    for (int64_t block = 0; block < channel_blocks(C); ++block) {
+      const int64_t c0 = block * kChannelBlock, width = block_width(C, block);
+      double a[kChannelBlock] = {}, b[kChannelBlock] = {};
+      visit_channel_block(N, C, S, c0, width, [&](int64_t j, int64_t i) {
+        const double d = static_cast<double>(dy[i]);
+        a[j] += d;
+        b[j] += d * (static_cast<double>(in[i]) - m[c0 + j]);
+      });
+      for (int64_t j = 0; j < width; ++j) {
+        sdy[c0 + j] = static_cast<Stat>(a[j]);
+        sdx[c0 + j] = static_cast<Stat>(b[j]);
       }
-      sdy[c] = static_cast<Stat>(a);
-      sdx[c] = static_cast<Stat>(b);
     }
   });
   return {sum_dy, sum_dy_xmu};
@@ -215,11 +238,10 @@ Tensor batch_norm_local_stats_kernel(const Tensor& input) {
     using T = typename decltype(tag)::type;
     const T* in = x.data_ptr<T>();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-    for (int64_t c = 0; c < C; ++c) {
+    for (int64_t block = 0; block < channel_blocks(C); ++block) {
       // The same statistics as batch_norm_stats_kernel, kept in double for the merge.
-      const auto [mu, var] = channel_mean_var(in, N, C, S, c);
-      packed[static_cast<size_t>(c)] = mu;
-      packed[static_cast<size_t>(C + c)] = var;
+      const int64_t c0 = block * kChannelBlock;
+      channel_block_mean_var(in, N, C, S, c0, block_width(C, block), packed.data() + c0, packed.data() + C + c0);
     }
   });
   return from_vector(packed, {2 * C + 1}, x.options().dtype(DType::f64));
