@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -154,20 +154,39 @@ int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGr
 // through the GEMMs in chunks of consecutive images, side by side as columns.
 constexpr int64_t kMinGemmColumns = 32;
 
-// Images per chunk: 1 for images of kMinGemmColumns pixels or more (every layer of the chapter
-// CNN, and of ResNet-8 on 28 x 28 or 32 x 32 images, which keep their per-image GEMMs), else enough for kMinGemmColumns
-// columns. Fixed by the geometry, so the chunks, and with them every sum, do not depend on the
-// thread count.
+// Images per chunk of the weight gradient's sums: 1 for images of kMinGemmColumns pixels or
+// more (every layer of the chapter CNN, and of ResNet-8 on 28 x 28 or 32 x 32 images, which keep
+// their per-image GEMMs), else enough for kMinGemmColumns columns. Fixed by the geometry, so the
+// chunks, and with them every sum, do not depend on the thread count.
 int64_t images_per_chunk(int64_t pixels) {
   return pixels >= kMinGemmColumns ? 1 : (kMinGemmColumns + pixels - 1) / pixels;
+}
+
+// The forward pass and the input's gradient are products whose every column (one output pixel
+// of one image) is its own sum, so chunking changes their speed and never their bits; only the
+// weight gradient, summed over the batch, is tied to images_per_chunk's chunks. Images of fewer
+// than kMinPerImagePixels output pixels (ResNet-50's last three stages on 28 x 28 images: 16, 4
+// and 1 pixels, and its first at 49) go through those products in chunks of about
+// kProductColumns columns: wider GEMMs, and far fewer of them, than the weight gradient's.
+constexpr int64_t kMinPerImagePixels = 64;
+constexpr int64_t kProductColumns = 256;
+
+int64_t images_per_product(int64_t pixels) {
+  return pixels >= kMinPerImagePixels ? 1 : (kProductColumns + pixels - 1) / pixels;
 }
 
 // A chunk's matrices put the images side by side: image i's (rows, pixels) matrix is columns
 // [i * pixels, (i + 1) * pixels) of the chunk's (rows, m * pixels). into_chunk copies an image's
 // matrix in, out_of_chunk copies (and converts) it back out.
+// The rows are a few values long (1, 4 or 16 pixels in ResNet-50's last stages), so they are
+// copied inline, a single pixel as a plain assignment, rather than by a call to memmove each.
 template <class T>
 void into_chunk(const T* image, int64_t rows, int64_t pixels, int64_t i, int64_t m, T* chunk) {
-  for (int64_t r = 0; r < rows; ++r) std::copy(image + r * pixels, image + (r + 1) * pixels, chunk + (r * m + i) * pixels);
+  if (pixels == 1) {
+    for (int64_t r = 0; r < rows; ++r) chunk[r * m + i] = image[r];
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) copy_short(image + r * pixels, pixels, chunk + (r * m + i) * pixels);
 }
 
 template <class T, class U>
@@ -261,10 +280,24 @@ class SharedWeights {
   std::conditional_t<std::is_same_v<T, BFloat16>, PackedBf16A, PackedGemmA<T>> a_;
 };
 
+// Scratch memory that a kernel writes before it reads it: unlike std::vector<T>(n), not filled
+// with zeros first (a chunk's patches are megabytes, written anew by every call).
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : data_(n > 0 ? new T[static_cast<size_t>(n)] : nullptr), size_(n) {}
+  T* data() const { return data_.get(); }
+  bool empty() const { return size_ <= 0; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  int64_t size_;
+};
+
 // Where sums in Acc go: straight into the output `out` when it has that type (f32, f64), else
 // into the f32 scratch `buffer`, which round_into later rounds into out.
 template <class Acc, class T>
-Acc* sums_for(T* out, std::vector<Acc>& buffer) {
+Acc* sums_for(T* out, const Scratch<Acc>& buffer) {
   if constexpr (std::is_same_v<T, Acc>) {
     return out;
   } else {
@@ -387,7 +420,7 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
-  const int64_t per_chunk = images_per_chunk(pixels), chunks = (batch + per_chunk - 1) / per_chunk;
+  const int64_t per_chunk = images_per_product(pixels), chunks = (batch + per_chunk - 1) / per_chunk;
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // f32 for 16-bit T: the GEMM sums, and the bias is added, in f32
@@ -399,11 +432,11 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
     const SharedWeights<T, Acc> weights(out_channels, patch, w, patch, 1);  // W: (C_out, patch)
     for_each_share(chunks, batch_shares(chunks), [&](int64_t first, int64_t last) {
       // (patch, m * pixels), reused for each chunk; not needed where the patches are the image.
-      std::vector<T> cols(per_chunk == 1 && patches_are_the_image(g) ? 0 : patch * per_chunk * pixels);
-      std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
+      Scratch<T> cols(per_chunk == 1 && patches_are_the_image(g) ? 0 : patch * per_chunk * pixels);
+      Scratch<T> one(per_chunk > 1 ? patch * pixels : 0);
       // The output is summed here first when it has 16 bits (rounded once) or when a chunk holds
       // several images (then copied out image by image): (C_out, m * pixels).
-      std::vector<Acc> sums(wide && per_chunk == 1 ? 0 : out_channels * per_chunk * pixels);
+      Scratch<Acc> sums(wide && per_chunk == 1 ? 0 : out_channels * per_chunk * pixels);
       for (int64_t chunk = first; chunk < last; ++chunk) {
         const int64_t n0 = chunk * per_chunk, m = std::min(per_chunk, batch - n0), columns = m * pixels;
         T* y0 = y + n0 * out_channels * pixels;  // (m, C_out, pixels)
@@ -425,118 +458,150 @@ void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tens
   });
 }
 
-void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
-                            const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g) {
-  const int64_t batch = input.size(0), out_channels = weight.size(0);
+namespace {
+
+// dW = the sum over the batch of dy . cols^T, in the fixed groups of weight_grad_groups and,
+// within a group, chunks of images_per_chunk images: dy: (N, C_out, pixels), x: (N, C_in, H, W),
+// dw: (C_out, patch).
+template <class T, class Acc>
+void weight_gradient(const T* dy, const T* x, T* dw, int64_t batch, int64_t out_channels, const Conv2dGeometry& g) {
+  constexpr bool wide = std::is_same_v<T, Acc>;
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
   const int64_t groups = weight_grad_groups(batch), per_chunk = images_per_chunk(pixels);
+  // With several threads and at least one image per thread, the threads share out the groups
+  // and each GEMM runs on one thread; otherwise the groups run one after another and each GEMM
+  // uses every thread. Either way each group adds up the same products in the same order.
+  const int threads = get_num_threads();
+  const bool threads_take_groups = groups > 1 && threads > 1 && batch >= threads;
+  // Each group sums dW over its own images into a partial sum, and the partial sums are added
+  // into the total in group order. Groups run by several threads keep a partial each until
+  // all are done; groups run one after another share one, added into the total as each group
+  // ends: the same additions in the same order, without 16 copies of a large dW to fill.
+  const int64_t weight_size = out_channels * patch;
+  Scratch<Acc> total_buffer(wide ? 0 : weight_size);
+  Acc* total = sums_for(dw, total_buffer);
+  std::fill(total, total + weight_size, Acc(0));
+  std::vector<std::vector<Acc>> partials(threads_take_groups ? groups : 1, std::vector<Acc>(weight_size));
+  auto add_into_total = [&](const std::vector<Acc>& part) {
+    for (int64_t k = 0; k < weight_size; ++k) total[k] += part[k];
+  };
+#pragma omp parallel if (threads_take_groups)
+  {
+    Scratch<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels): a chunk's patches
+    Scratch<T> cols_t(wide && patch <= kShortPatch ? patch * per_chunk * pixels : 0);  // cols^T
+    Scratch<T> one(per_chunk > 1 ? patch * pixels : 0);
+    // (C_out, m * pixels): the output gradients of a chunk of several images, side by side.
+    Scratch<T> grads(per_chunk > 1 ? out_channels * per_chunk * pixels : 0);
+#pragma omp for schedule(static)
+    for (int64_t group = 0; group < groups; ++group) {
+      std::vector<Acc>& partial = partials[threads_take_groups ? group : 0];
+      // A group's own partial starts at zero as made; the shared one is emptied for each group.
+      if (!threads_take_groups && group > 0) std::fill(partial.begin(), partial.end(), Acc(0));
+      const int64_t end = batch * (group + 1) / groups;
+      for (int64_t n0 = batch * group / groups; n0 < end; n0 += per_chunk) {
+        const int64_t m = std::min(per_chunk, end - n0), columns = m * pixels;
+        // dy of the chunk's images: (C_out, m * pixels).
+        const T* dyc = dy + n0 * out_channels * pixels;
+        if (m > 1) {
+          for (int64_t i = 0; i < m; ++i)
+            into_chunk(dy + (n0 + i) * out_channels * pixels, out_channels, pixels, i, m, grads.data());
+          dyc = grads.data();
+        }
+        // dW += dy . cols^T; cols^T is cols read with its strides swapped, or, for patches short
+        // enough to be one row of a GEMM tile (a first convolution's), cols^T written out, whose
+        // contiguous rows the GEMM reads as they lie instead of packing both operands
+        // (cpu::gemm's unpacked path; the sums are the same).
+        const T* patches = im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
+        const T* cols_t_at = patches;  // cols^T: (m * pixels, patch)
+        int64_t t_rs = 1, t_cs = columns;
+        if (!cols_t.empty()) {
+          transpose_into(patches, patch, columns, cols_t.data());
+          cols_t_at = cols_t.data(), t_rs = patch, t_cs = 1;
+        }
+        gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols_t_at, t_rs, t_cs, Acc(1), partial.data(),
+                          patch);
+      }
+      if (!threads_take_groups) add_into_total(partial);
+    }
+  }
+  // The threads' partial sums added in order: into dw itself for f32 and f64, into an f32
+  // buffer rounded once for 16 bits.
+  if (threads_take_groups) {
+    for (const std::vector<Acc>& part : partials) add_into_total(part);
+  }
+  if constexpr (!wide) round_into(total, weight_size, dw);
+}
+
+// dX: each image's patches' gradient, W^T . dy, added back onto the pixels they came from
+// (col2im). Each image's gradient is its own, so the batch is shared out as the forward pass
+// shares it, in chunks of images_per_product images: dy: (N, C_out, pixels), w: (C_out, patch),
+// dx: (N, C_in, H, W).
+template <class T, class Acc>
+void input_gradient(const T* dy, const T* w, T* dx, int64_t batch, int64_t out_channels, const Conv2dGeometry& g) {
+  constexpr bool wide = std::is_same_v<T, Acc>;
+  const int64_t patch = g.patch_size(), pixels = g.out_pixels();
+  const int64_t image_size = g.channels * g.height * g.width;
+  const int64_t per_chunk = images_per_product(pixels), chunks = (batch + per_chunk - 1) / per_chunk;
+  // W^T: (patch, C_out), the weights as the patches' gradient multiplies them.
+  const SharedWeights<T, Acc> weights_t(patch, out_channels, w, 1, patch);
+  for_each_share(chunks, batch_shares(chunks), [&](int64_t first, int64_t last) {
+    // (C_out, m * pixels): the output gradients of a chunk of several images, side by side.
+    Scratch<T> grads(per_chunk > 1 ? out_channels * per_chunk * pixels : 0);
+    // (patch, m * pixels): the patches' gradient, in T for f32 and f64, else in Acc; and for
+    // 16 bits (C_in, H, W), an image's gradient in Acc. (patch, pixels): one image's patches'
+    // gradient, out of a chunk of several.
+    Scratch<T> cols(wide ? patch * per_chunk * pixels : 0);
+    Scratch<Acc> grad_cols(wide ? 0 : patch * per_chunk * pixels), grad_image(wide ? 0 : image_size);
+    Scratch<Acc> image_patches(per_chunk > 1 ? patch * pixels : 0);
+    for (int64_t chunk = first; chunk < last; ++chunk) {
+      const int64_t n0 = chunk * per_chunk, m = std::min(per_chunk, batch - n0), columns = m * pixels;
+      const T* dyc = dy + n0 * out_channels * pixels;
+      if (m > 1) {
+        for (int64_t i = 0; i < m; ++i)
+          into_chunk(dy + (n0 + i) * out_channels * pixels, out_channels, pixels, i, m, grads.data());
+        dyc = grads.data();
+      }
+      if (m == 1 && patches_are_the_image(g)) {
+        // The patches' gradient is the image's gradient: W^T . dy straight into it.
+        T* image = dx + n0 * image_size;
+        Acc* sums = sums_for(image, grad_image);
+        weights_t.times(columns, dyc, columns, 1, Acc(0), sums, columns);
+        if constexpr (!wide) round_into(sums, image_size, image);
+        continue;
+      }
+      // The gradient of every patch, then added back onto the pixels it came from.
+      Acc* patches = sums_for(cols.data(), grad_cols);
+      weights_t.times(columns, dyc, columns, 1, Acc(0), patches, columns);
+      for (int64_t i = 0; i < m; ++i) {
+        const Acc* mine = patches;
+        if (m > 1) {
+          out_of_chunk(patches, patch, pixels, i, m, image_patches.data());
+          mine = image_patches.data();
+        }
+        Acc* image = sums_for(dx + (n0 + i) * image_size, grad_image);
+        std::fill(image, image + image_size, Acc(0));
+        col2im(mine, g, image);
+        if constexpr (!wide) round_into(image, image_size, dx + (n0 + i) * image_size);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                            const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g) {
+  const int64_t batch = input.size(0), out_channels = weight.size(0);
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = opmath_t<T>;  // f32 for 16-bit T: dW's sums and the patches' gradients stay f32
-    constexpr bool wide = std::is_same_v<T, Acc>;
     const T* dy = grad_out.data_ptr<T>();
-    const T* x = input.data_ptr<T>();
-    const T* w = weight.data_ptr<T>();  // (C_out, patch)
-    T* dx = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
-    T* dw = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
-    // W^T: (patch, C_out), the weights as the patches' gradient multiplies them.
-    std::optional<SharedWeights<T, Acc>> weights_t;
-    if (dx) weights_t.emplace(patch, out_channels, w, 1, patch);
-    // With several threads and at least one image per thread, the threads share out the groups
-    // and each GEMM runs on one thread; otherwise the groups run one after another and each GEMM
-    // uses every thread. Either way each group adds up the same products in the same order.
-    const int threads = get_num_threads();
-    const bool threads_take_groups = groups > 1 && threads > 1 && batch >= threads;
-    // Each group sums dW over its own images into a partial sum, and the partial sums are added
-    // into the total in group order. Groups run by several threads keep a partial each until
-    // all are done; groups run one after another share one, added into the total as each group
-    // ends: the same additions in the same order, without 16 copies of a large dW to fill.
-    const int64_t weight_size = out_channels * patch;
-    std::vector<Acc> total_buffer(dw && !wide ? weight_size : 0);
-    Acc* total = dw ? sums_for(dw, total_buffer) : nullptr;
-    if (total) std::fill(total, total + weight_size, Acc(0));
-    const int64_t partials = dw ? (threads_take_groups ? groups : 1) : 0;
-    std::vector<std::vector<Acc>> dw_groups(partials, std::vector<Acc>(weight_size));
-    auto add_into_total = [&](const std::vector<Acc>& part) {
-      for (int64_t k = 0; k < weight_size; ++k) total[k] += part[k];
-    };
-#pragma omp parallel if (threads_take_groups)
-    {
-      std::vector<T> cols(patch * per_chunk * pixels);  // (patch, m * pixels): a chunk's patches
-      std::vector<T> cols_t(dw && wide && patch <= kShortPatch ? patch * per_chunk * pixels : 0);  // cols^T
-      std::vector<T> one(per_chunk > 1 ? patch * pixels : 0);
-      // (C_out, m * pixels): the output gradients of a chunk of several images, side by side.
-      std::vector<T> grads(per_chunk > 1 ? out_channels * per_chunk * pixels : 0);
-      // (patch, m * pixels): the patches' gradient, and (C_in, H, W): an image's, in Acc. For f32
-      // and f64 the gradient goes straight into cols and dx. (patch, pixels): one image's patches'
-      // gradient, out of a chunk of several.
-      std::vector<Acc> grad_cols(wide ? 0 : patch * per_chunk * pixels), grad_image(wide ? 0 : image_size);
-      std::vector<Acc> image_patches(per_chunk > 1 ? patch * pixels : 0);
-#pragma omp for schedule(static)
-      for (int64_t group = 0; group < groups; ++group) {
-        std::vector<Acc>* partial = dw ? &dw_groups[threads_take_groups ? group : 0] : nullptr;
-        // A group's own partial starts at zero as made; the shared one is emptied for each group.
-        if (partial && !threads_take_groups && group > 0) std::fill(partial->begin(), partial->end(), Acc(0));
-        const int64_t end = batch * (group + 1) / groups;
-        for (int64_t n0 = batch * group / groups; n0 < end; n0 += per_chunk) {
-          const int64_t m = std::min(per_chunk, end - n0), columns = m * pixels;
-          // dy of the chunk's images: (C_out, m * pixels).
-          const T* dyc = dy + n0 * out_channels * pixels;
-          if (m > 1) {
-            for (int64_t i = 0; i < m; ++i)
-              into_chunk(dy + (n0 + i) * out_channels * pixels, out_channels, pixels, i, m, grads.data());
-            dyc = grads.data();
-          }
-          if (dw) {
-            // dW += dy . cols^T; cols^T is cols read with its strides swapped, or, for patches
-            // short enough to be one row of a GEMM tile (a first convolution's), cols^T
-            // written out, whose contiguous rows the GEMM reads as they lie instead of packing
-            // both operands (cpu::gemm's unpacked path; the sums are the same).
-            const T* patches = im2col_chunk(x, n0, m, image_size, g, one.data(), cols.data());
-            const T* cols_t_at = patches;  // cols^T: (m * pixels, patch)
-            int64_t t_rs = 1, t_cs = columns;
-            if (!cols_t.empty()) {
-              transpose_into(patches, patch, columns, cols_t.data());
-              cols_t_at = cols_t.data(), t_rs = patch, t_cs = 1;
-            }
-            gemm_into<T, Acc>(out_channels, patch, columns, dyc, columns, 1, cols_t_at, t_rs, t_cs, Acc(1),
-                              partial->data(), patch);
-          }
-          if (dx && m == 1 && patches_are_the_image(g)) {
-            // The patches' gradient is the image's gradient: W^T . dy straight into it.
-            T* image = dx + n0 * image_size;
-            Acc* sums = sums_for(image, grad_image);
-            weights_t->times(columns, dyc, columns, 1, Acc(0), sums, columns);
-            if constexpr (!wide) round_into(sums, image_size, image);
-          } else if (dx) {
-            // The gradient of every patch, W^T . dy, then added back onto the pixels it came from.
-            Acc* patches = sums_for(cols.data(), grad_cols);
-            weights_t->times(columns, dyc, columns, 1, Acc(0), patches, columns);
-            for (int64_t i = 0; i < m; ++i) {
-              const Acc* mine = patches;
-              if (m > 1) {
-                out_of_chunk(patches, patch, pixels, i, m, image_patches.data());
-                mine = image_patches.data();
-              }
-              Acc* image = sums_for(dx + (n0 + i) * image_size, grad_image);
-              std::fill(image, image + image_size, Acc(0));
-              col2im(mine, g, image);
-              if constexpr (!wide) round_into(image, image_size, dx + (n0 + i) * image_size);
-            }
-          }
-        }
-        if (partial && !threads_take_groups) add_into_total(*partial);
-      }
+    if (grad_weight.defined()) {
+      weight_gradient<T, Acc>(dy, input.data_ptr<T>(), grad_weight.data_ptr<T>(), batch, out_channels, g);
     }
-
-    if (dw) {
-      // The threads' partial sums added in order: into dw itself for f32 and f64, into an f32
-      // buffer rounded once for 16 bits.
-      if (threads_take_groups) {
-        for (const std::vector<Acc>& part : dw_groups) add_into_total(part);
-      }
-      if constexpr (!wide) round_into(total, weight_size, dw);
+    if (grad_input.defined()) {
+      input_gradient<T, Acc>(dy, weight.data_ptr<T>(), grad_input.data_ptr<T>(), batch, out_channels, g);
     }
   });
 }
