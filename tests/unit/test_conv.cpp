@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flop_count.h"
 #include "gradcheck.h"
 #include "lockstep.h"
 #include "tensor/ops/dispatch/conv_kernels.h"
@@ -182,6 +183,28 @@ TEST(Conv2d, ChunksOfSmallImagesMatchOneImageAtATime) {
     }
     const std::vector<double> dw = w.grad().to_vector<double>();
     for (size_t i = 0; i < dw.size(); ++i) EXPECT_NEAR(dw[i], dw_sum[i], 1e-10) << "weight " << i;
+  }
+}
+
+// A 1x1 output reads only the taps inside the image (conv2d skips the padding's): ResNet-50's
+// last stage on small images, where 1 of 9 taps (1 x 1 input, stride 1) or 4 of 9 (2 x 2,
+// stride 2) remain; and a non-square input whose rows and columns keep different taps. The
+// values and all three gradients are those of the whole filter over the padded input, and the
+// flop count is the whole filter's, forward and both gradients.
+TEST(Conv2d, AOneByOneOutputReadsOnlyTheTapsInsideTheImage) {
+  struct Case {
+    Shape input, weight;
+    int64_t stride, padding;
+  };
+  for (const Case& c : {Case{{3, 4, 1, 1}, {5, 4, 3, 3}, 1, 1}, Case{{3, 4, 2, 2}, {5, 4, 3, 3}, 2, 1},
+                        Case{{2, 3, 1, 2}, {2, 3, 3, 3}, 2, 1}, Case{{2, 3, 1, 3}, {2, 3, 3, 5}, 1, 1}}) {
+    check_against_direct(c.input, c.weight, c.stride, c.padding, true);
+    EXPECT_TRUE(gradcheck_conv(c.input, c.weight, c.stride, c.padding)) << shape_str(c.input);
+    Tensor x = random_input(c.input, 31), w = random_input(c.weight, 32);
+    const int64_t before = flops_counted();
+    sum(conv2d(x, w, Tensor(), c.stride, c.padding)).backward();
+    const int64_t whole_filter = 2 * c.input[0] * c.weight[0] * c.weight[1] * c.weight[2] * c.weight[3];
+    EXPECT_EQ(flops_counted() - before, 3 * whole_filter) << shape_str(c.input);
   }
 }
 
