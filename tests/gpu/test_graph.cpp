@@ -37,7 +37,8 @@ TEST(CUDAGraph, AReplayReadsWhatTheStaticInputHoldsNow) {
   SKIP_WITHOUT_CACHING();
   const Tensor x = random_cpu({64, 32}, 1).to(gpu());
   const Tensor w = random_cpu({32, 16}, 2).to(gpu());
-  Tensor y;
+  // Once eagerly first: the stream's cuBLAS handle is made on first use, which no capture may do.
+  Tensor y = relu(matmul(x, w)) * 2.0;
   cuda::CUDAGraph graph;
   graph.capture(gpu(), [&] { y = relu(matmul(x, w)) * 2.0; });
   for (uint64_t seed = 10; seed < 13; ++seed) {
@@ -67,12 +68,34 @@ TEST(CUDAGraph, ItsBlocksGoToNoOtherWorkUntilReset) {
   }
   graph.reset();
   EXPECT_FALSE(graph.captured());
-  // Back in the shared cache: the next allocation of its size reuses a block without cudaMalloc.
-  const cuda::MemoryStats before = cuda::memory_stats(device);
+  // Back in the shared cache, last freed: the next allocation of its size is that block.
   const Tensor again = empty({1 << 16}, TensorOptions().device(device));
-  EXPECT_EQ(cuda::memory_stats(device).cuda_mallocs, before.cuda_mallocs);
+  EXPECT_EQ(again.data(), scratch);
   // The capture's output outlives the graph as an ordinary tensor.
   EXPECT_EQ(y.shape(), Shape{1 << 16});
+}
+
+TEST(CUDAGraph, AnotherGraphsOutputFreedDuringACaptureIsHeldForItsReplays) {
+  SKIP_WITHOUT_CACHING();
+  const Device device = gpu();
+  const Tensor x = random_cpu({1 << 16}, 4).to(device);
+  Tensor y, z;
+  cuda::CUDAGraph first, second;
+  first.capture(device, [&] { y = x * 2.0; });
+  void* y_block = y.data();
+  // The second graph reads the first one's output and drops the last reference to it.
+  second.capture(device, [&] {
+    z = y + 1.0;
+    y = Tensor();
+  });
+  first.reset();
+  {
+    const Tensor other = empty({1 << 16}, TensorOptions().device(device));
+    EXPECT_NE(other.data(), y_block) << "eager work got a block the second graph's replays read";
+  }
+  second.reset();
+  const Tensor again = empty({1 << 16}, TensorOptions().device(device));
+  EXPECT_EQ(again.data(), y_block) << "the held block did not come back at the second graph's reset";
 }
 
 TEST(CUDAGraph, ACaptureThatWaitsForTheGpuFailsAndLeavesTheStreamUsable) {
@@ -87,7 +110,7 @@ TEST(CUDAGraph, ACaptureThatWaitsForTheGpuFailsAndLeavesTheStreamUsable) {
 TEST(CUDAGraph, EachReplayCountsTheCapturedFlops) {
   SKIP_WITHOUT_CACHING();
   const Tensor a = random_cpu({32, 64}, 4).to(gpu()), b = random_cpu({64, 8}, 5).to(gpu());
-  Tensor c;
+  Tensor c = matmul(a, b);  // once eagerly, for the stream's cuBLAS handle
   cuda::CUDAGraph graph;
   const int64_t before = flops_counted();
   graph.capture(gpu(), [&] { c = matmul(a, b); });

@@ -19,9 +19,10 @@
 // A CUDA graph (core/cuda/graph.h) replays the kernels it recorded on the addresses they used
 // then, for as long as the graph lives. So while a graph captures work on a stream, the blocks
 // that work allocates come from the graph's own pool, whose freed blocks only a later capture
-// into the same pool reuses; and a block of the shared cache freed during a capture, which the
-// recorded kernels may still read or write, is held by the pool too. Releasing the pool (the
-// graph's reset) hands both back to the shared cache.
+// into the same pool reuses; and any other block freed during a capture (the shared cache's,
+// or another graph's output), which the recorded kernels may still read or write, is held by
+// the pool too. Releasing the pool (the graph's reset) hands its blocks to the shared cache and
+// the held ones back where they came from.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -88,20 +89,20 @@ class CachingAllocator final : public Allocator {
     LOCKSTEP_CHECK(owner != live_blocks_.end(), "CUDA caching allocator: ", device_,
                    " was asked to free a pointer it did not hand out, or one already freed");
     const LiveBlock block = owner->second;
-    if (block.pool != 0) {
+    if (block.pool != 0) --pools_.at(block.pool).live_blocks;
+    if (capture_pool_ != 0 && block.pool != capture_pool_) {
+      // Freed while a graph captures, and not one of the capture's own blocks: the recorded
+      // kernels may still use it at every replay, so the capturing graph holds it.
+      pools_.at(capture_pool_).held_blocks.push_back({{block.stream, size}, ptr, block.pool});
+    } else if (block.pool != 0) {
       // A graph's block: its graph may replay onto it, so only the graph's captures reuse it,
       // until the graph is reset.
       GraphPool& pool = pools_.at(block.pool);
-      --pool.live_blocks;
       if (!pool.released) {
         pool.free_blocks[size].push_back(ptr);
       } else {
         free_blocks_[{block.stream, size}].push_back(ptr);
-        if (pool.live_blocks == 0) pools_.erase(block.pool);
       }
-    } else if (capture_pool_ != 0) {
-      // Freed while a graph captures: the recorded kernels may still use it at every replay.
-      pools_.at(capture_pool_).held_blocks.push_back({{block.stream, size}, ptr});
     } else if (caching_) {
       // Keep the block: work already queued on the stream may still read it, and any later
       // user of the block is queued after that work on the same stream.
@@ -116,6 +117,10 @@ class CachingAllocator final : public Allocator {
     }
     live_blocks_.erase(owner);
     stats_.allocated_bytes -= static_cast<int64_t>(size);
+    // A reset graph's pool is gone once the last of its blocks has come back.
+    if (block.pool != 0 && pools_.at(block.pool).released && pools_.at(block.pool).live_blocks == 0) {
+      pools_.erase(block.pool);
+    }
   }
 
   Device device() const override { return device_; }
@@ -171,7 +176,15 @@ class CachingAllocator final : public Allocator {
       auto& shared = free_blocks_[{entry.stream, size}];
       shared.insert(shared.end(), blocks.begin(), blocks.end());
     }
-    for (const auto& [key, ptr] : entry.held_blocks) free_blocks_[key].push_back(ptr);
+    for (const HeldBlock& held : entry.held_blocks) {
+      // Back to the graph it came from, if that graph still replays; else to the shared cache.
+      const auto from = pools_.find(held.pool);
+      if (held.pool != 0 && from != pools_.end() && !from->second.released) {
+        from->second.free_blocks[held.key.second].push_back(held.ptr);
+      } else {
+        free_blocks_[held.key].push_back(held.ptr);
+      }
+    }
     // Blocks still held by tensors (a graph's outputs) join the shared cache when freed.
     if (entry.live_blocks == 0) {
       pools_.erase(found);
@@ -187,13 +200,13 @@ class CachingAllocator final : public Allocator {
   void* allocate_from_driver(size_t size) {
     DeviceGuard guard(device_);
     void* ptr = nullptr;
-    cudaError_t status = cudaMalloc(&ptr, size);
+    cudaError_t status = device_malloc(&ptr, size);
     // (cudaFree cannot run while a graph captures, so then there is no second try.)
     if (status == cudaErrorMemoryAllocation && capture_pool_ == 0) {
       // Cached blocks of other sizes may be what fills the GPU: give them back and retry.
       cudaGetLastError();
       release_cached();
-      status = cudaMalloc(&ptr, size);
+      status = device_malloc(&ptr, size);
     }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -206,6 +219,19 @@ class CachingAllocator final : public Allocator {
     ++stats_.cuda_mallocs;
     stats_.reserved_bytes += static_cast<int64_t>(size);
     return ptr;
+  }
+
+  // cudaMalloc, also while a graph captures: a capturing thread may not call it in CUDA's
+  // thread-local capture mode, though it touches no stream and a replay never repeats it, so for
+  // its duration this thread's mode is relaxed (as PyTorch's allocator does). Called with the
+  // mutex held.
+  cudaError_t device_malloc(void** ptr, size_t size) const {
+    if (capture_pool_ == 0) return cudaMalloc(ptr, size);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    LOCKSTEP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    const cudaError_t status = cudaMalloc(ptr, size);
+    LOCKSTEP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    return status;
   }
 
   // The bytes a request really takes: its size class, or, without caching, exactly the request.
@@ -253,11 +279,17 @@ class CachingAllocator final : public Allocator {
     cudaStream_t stream;  // whose free list it joins
     GraphPoolId pool;     // the graph pool it came from; 0: the shared cache
   };
+  // A block freed during a capture that was not the capture's own, held for its replays.
+  struct HeldBlock {
+    CacheKey key;
+    void* ptr;
+    GraphPoolId pool;  // the graph pool it came from; 0: the shared cache
+  };
   // The blocks of one CUDA graph (see the top of this file).
   struct GraphPool {
     cudaStream_t stream = nullptr;                            // the stream its graph captured
     std::map<size_t, std::vector<void*>> free_blocks;         // size class -> freed, for its captures only
-    std::vector<std::pair<CacheKey, void*>> held_blocks;      // shared blocks freed during its capture
+    std::vector<HeldBlock> held_blocks;                       // others' blocks freed during its capture
     int64_t live_blocks = 0;                                  // its blocks held by tensors now
     bool released = false;                                    // its graph is gone; live blocks go back when freed
   };
@@ -310,6 +342,12 @@ class PinnedAllocator final : public Allocator {
   void record_use(void* block, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (blocks_.count(block) == 0) return;  // not a block of this allocator
+    // A copy recorded in a CUDA graph would read the block again at every replay, long after
+    // it was handed out anew, and its event would belong to the graph, not to this stream.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    LOCKSTEP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    LOCKSTEP_CHECK(capturing == cudaStreamCaptureStatusNone, "a copy to or from pinned memory cannot be recorded in a "
+                   "CUDA graph: copy the batch to the GPU before the capture, into the graph's static inputs");
     // A pinned tensor that lives long and is copied every step would pile up events otherwise.
     copies_finished(block);
     cudaEvent_t event;

@@ -13,6 +13,9 @@
 ///   not run again; the graph adds its recorded flops to the count at each replay;
 /// - waiting: a copy to the host, item() or a synchronisation cannot be recorded, and the
 ///   capture fails with CUDA's error naming the call.
+/// - state made on first use: work that creates something the first time it runs (cuBLAS's
+///   handle for a stream, an optimiser's buffers) must run once before the capture, as
+///   PyTorch's recipe warms up before `torch.cuda.graph`.
 /// The blocks allocated during the capture come from the graph's own pool of the caching
 /// allocator and stay reserved for its replays until reset() (core/cuda/graph_pool.cuh).
 #pragma once

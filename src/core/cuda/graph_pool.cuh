@@ -15,12 +15,12 @@ namespace lockstep::cuda {
 using GraphPoolId = int64_t;
 
 // From now until end_graph_capture, blocks allocated for work on `stream` of `device` come from
-// `pool`, and blocks of the shared cache freed meanwhile are held by `pool`.
+// `pool`, and any other block freed meanwhile is held by `pool`.
 void begin_graph_capture(Device device, cudaStream_t stream, GraphPoolId pool);
 // Ends the capture begun by begin_graph_capture on `device`.
 void end_graph_capture(Device device);
-// Hands `pool`'s free and held blocks back to the shared cache (its graph will not replay
-// again); its blocks still in use join the cache when their tensors free them.
+// Hands `pool`'s free blocks to the shared cache and its held ones back where they came from
+// (its graph will not replay again); its blocks still in use join the cache when freed.
 void release_graph_pool(Device device, GraphPoolId pool);
 
 }  // namespace lockstep::cuda
