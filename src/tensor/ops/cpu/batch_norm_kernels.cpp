@@ -173,6 +173,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
     const T* in = x.data_ptr<T>();
     Stat* sdy = sum_dy.data_ptr<Stat>();
     Stat* sdx = sum_dy_xmu.data_ptr<Stat>();
+    const double* means = m.data();
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
     for (int64_t block = 0; block < channel_blocks(C); ++block) {
       const int64_t c0 = block * kChannelBlock, width = block_width(C, block);
@@ -180,7 +181,7 @@ std::pair<Tensor, Tensor> batch_norm_backward_reduce_kernel(const Tensor& grad_o
       visit_channel_block(N, C, S, c0, width, [&](int64_t j, int64_t i) {
         const double d = static_cast<double>(dy[i]);
         a[j] += d;
-        b[j] += d * (static_cast<double>(in[i]) - m[c0 + j]);
+        b[j] += d * (static_cast<double>(in[i]) - means[c0 + j]);
       });
       for (int64_t j = 0; j < width; ++j) {
         sdy[c0 + j] = static_cast<Stat>(a[j]);
