@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,6 +16,12 @@
 #include "lockstep.h"
 
 namespace lockstep::test {
+
+/// With the cache off (LOCKSTEP_NO_CUDA_MEMORY_CACHING=1, as make gpu-check runs memcheck) every
+/// free goes back to cudaFree, and the tests of caching have nothing to test.
+#define SKIP_WITHOUT_CACHING()                                                                     \
+  if (const char* off = std::getenv("LOCKSTEP_NO_CUDA_MEMORY_CACHING"); off && std::string(off) == "1") \
+  GTEST_SKIP() << "the cache is off (LOCKSTEP_NO_CUDA_MEMORY_CACHING=1)"
 
 /// The GPU every test runs on.
 inline Device gpu() { return Device::cuda(0); }

@@ -11,12 +11,6 @@
 namespace lockstep::test {
 namespace {
 
-// With the cache off (LOCKSTEP_NO_CUDA_MEMORY_CACHING=1, as make gpu-check runs memcheck) every
-// free goes back to cudaFree, and the tests of caching have nothing to test.
-#define SKIP_WITHOUT_CACHING()                                                                     \
-  if (const char* off = std::getenv("LOCKSTEP_NO_CUDA_MEMORY_CACHING"); off && std::string(off) == "1") \
-  GTEST_SKIP() << "the cache is off (LOCKSTEP_NO_CUDA_MEMORY_CACHING=1)"
-
 TEST(CachingAllocator, ReusesAFreedBlockOfTheSameSize) {
   SKIP_WITHOUT_CACHING();
   const Device device = gpu();

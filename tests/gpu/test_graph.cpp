@@ -5,7 +5,6 @@
 // step replayed from a graph follows the same steps run eagerly.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "../unit/test_util.h"
@@ -15,11 +14,6 @@
 
 namespace lockstep::test {
 namespace {
-
-// Graphs need the caching allocator (their blocks must outlive the capture).
-#define SKIP_WITHOUT_CACHING()                                                                     \
-  if (const char* off = std::getenv("LOCKSTEP_NO_CUDA_MEMORY_CACHING"); off && std::string(off) == "1") \
-  GTEST_SKIP() << "the cache is off (LOCKSTEP_NO_CUDA_MEMORY_CACHING=1)"
 
 TEST(CUDAGraph, CapturingRunsNothingAndEachReplayRunsTheWorkOnce) {
   SKIP_WITHOUT_CACHING();

@@ -18,6 +18,9 @@ namespace {
 
 std::atomic<GraphPoolId> next_pool{1};
 
+// What every failed capture's message ends with.
+constexpr const char* kWhatAGraphRecords = " (a graph records GPU work only: no copy to the host, item() or synchronisation)";
+
 // Ends a capture that went wrong: the stream leaves capture mode (so it works again), and what
 // was recorded is dropped. Errors here are the capture's own, already being reported.
 void abandon_capture(cudaStream_t stream) {
@@ -50,8 +53,7 @@ void CUDAGraph::capture(Device device, const std::function<void()>& work) {
       end_graph_capture(device);
       release_graph_pool(device, pool);
       count_flops(flops_before - flops_counted());
-      LOCKSTEP_FAIL("capturing a CUDA graph on ", device, " failed: ", error.what(),
-                    " (a graph records GPU work only: no copy to the host, item() or synchronisation)");
+      LOCKSTEP_FAIL("capturing a CUDA graph on ", device, " failed: ", error.what(), kWhatAGraphRecords);
     }
     status = cudaStreamEndCapture(stream, &graph);
   }
@@ -65,8 +67,7 @@ void CUDAGraph::capture(Device device, const std::function<void()>& work) {
   if (status != cudaSuccess) {
     cudaGetLastError();
     release_graph_pool(device, pool);
-    LOCKSTEP_FAIL("capturing a CUDA graph on ", device, " failed: ", cudaGetErrorString(status),
-                  " (a graph records GPU work only: no copy to the host, item() or synchronisation)");
+    LOCKSTEP_FAIL("capturing a CUDA graph on ", device, " failed: ", cudaGetErrorString(status), kWhatAGraphRecords);
   }
   device_ = device;
   stream_ = stream;
