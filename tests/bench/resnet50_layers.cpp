@@ -7,8 +7,11 @@
 /// model's flop count has them), its GFLOP/s and its fraction of the f32 peak
 /// (cpu::core_peak_flops times the threads). Convolutions do nearly all of the model's
 /// arithmetic; the last lines set their sum beside a whole training step of the model.
+/// With `--amp bf16` the convolutions run on bf16 operands (as autocast runs them, sums in f32)
+/// against the bf16 peak, and the whole step runs its forward pass under bf16 autocast.
 ///
 ///     build/tests/resnet50_layers [--threads 1] [--batch-size 256] [--image-size 28] [--reps 3]
+///                                 [--amp off|bf16]
 ///
 /// Rows are named after the model's modules; `xN` is how many of the model's convolutions have
 /// that row's shape (layer2.1-3.conv1 stands for three blocks). Times are the median of --reps
@@ -36,6 +39,8 @@ struct Options {
   int64_t batch = 256;
   int64_t image_size = 28;
   int reps = 3;
+  std::string amp = "off";  // "bf16": the convolutions in bf16, the step under autocast
+  DType dtype() const { return amp == "bf16" ? DType::bf16 : DType::f32; }
 };
 
 // One distinct convolution of the model: the shape of its input (batch, in, size, size) and of
@@ -111,29 +116,42 @@ double median(std::vector<double> values) {
 }
 
 // One forward and one backward pass of row `r`, each timed.
-void time_row(ConvRow& r, int64_t batch, uint64_t seed) {
+void time_row(ConvRow& r, int64_t batch, DType dtype, uint64_t seed) {
   Generator g(seed);
-  const Tensor x = randn({batch, r.in, r.size, r.size}, TensorOptions(), &g).requires_grad_(r.input_needs_grad);
-  const Tensor w = (randn({r.out, r.in, r.kernel, r.kernel}, TensorOptions(), &g) * 0.05).detach().requires_grad_(true);
+  const Tensor x =
+      randn({batch, r.in, r.size, r.size}, TensorOptions(), &g).to(dtype).requires_grad_(r.input_needs_grad);
+  const Tensor w =
+      (randn({r.out, r.in, r.kernel, r.kernel}, TensorOptions(), &g) * 0.05).to(dtype).detach().requires_grad_(true);
   Tensor y;
   r.forward_ms.push_back(milliseconds_of([&] { y = conv2d(x, w, Tensor(), r.stride, r.padding); }));
   const Tensor probe = ones_like(y);
   r.backward_ms.push_back(milliseconds_of([&] { y.backward(probe); }));
 }
 
-// One training step of the whole model (forward, loss, backward, SGD), after one untimed step.
-double step_ms(int64_t batch, int64_t image_size, int reps) {
+// One training step of the whole model (forward, loss, backward, SGD), after one untimed step;
+// the forward pass under autocast to `dtype` unless it is f32.
+double step_ms(int64_t batch, int64_t image_size, DType dtype, int reps) {
   manual_seed(0);
   const std::shared_ptr<Module> model = make_model("resnet50", 1);
   SGD sgd(model->parameters(), SGDOptions(0.05).momentum(0.9));
   Generator g(7);
   const Tensor images = randn({batch, 1, image_size, image_size}, TensorOptions(), &g);
-  const Tensor labels = from_vector(std::vector<int64_t>(static_cast<size_t>(batch), 3), {batch});
+  // Labels of every class, as a real batch has: with one class only, the model learns to give
+  // the others probabilities below f32's normal range within a step, and the step after it runs
+  // on denormal numbers, tens of times slower.
+  std::vector<int64_t> classes(static_cast<size_t>(batch));
+  for (size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(i % 10);
+  const Tensor labels = from_vector(classes, {batch});
   std::vector<double> times;
   for (int rep = 0; rep <= reps; ++rep) {
     const double ms = milliseconds_of([&] {
       sgd.zero_grad();
-      cross_entropy((*model)(images), labels).backward();
+      Tensor loss;
+      {
+        const AutocastGuard autocast(DeviceType::CPU, DType::bf16, dtype != DType::f32);
+        loss = cross_entropy((*model)(images), labels);
+      }
+      loss.backward();
       sgd.step();
     });
     if (rep > 0) times.push_back(ms);
@@ -143,14 +161,14 @@ double step_ms(int64_t batch, int64_t image_size, int reps) {
 
 int run(const Options& o) {
   set_num_threads(o.threads);
-  const double peak = cpu::core_peak_flops(DType::f32) * o.threads / 1e9;  // GFLOP/s
+  const double peak = cpu::core_peak_flops(o.dtype()) * o.threads / 1e9;  // GFLOP/s
   std::vector<ConvRow> rows = resnet50_convolutions(o.image_size);
   for (int rep = 0; rep < o.reps; ++rep) {
-    for (size_t i = 0; i < rows.size(); ++i) time_row(rows[i], o.batch, 100 + i);
+    for (size_t i = 0; i < rows.size(); ++i) time_row(rows[i], o.batch, o.dtype(), 100 + i);
   }
-  std::printf("ResNet-50's convolutions, batch %lld of %lldx%lld images, %d thread(s); f32 peak %.0f GFLOP/s\n\n",
+  std::printf("ResNet-50's convolutions, batch %lld of %lldx%lld images, %d thread(s); %s peak %.0f GFLOP/s\n\n",
               static_cast<long long>(o.batch), static_cast<long long>(o.image_size),
-              static_cast<long long>(o.image_size), o.threads, peak);
+              static_cast<long long>(o.image_size), o.threads, dtype_name(o.dtype()).c_str(), peak);
   std::printf("| convolution | count | input | filter | forward ms | GFLOP/s | of peak | backward ms | GFLOP/s | of peak |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   double conv_ms = 0.0, conv_gflop = 0.0;
@@ -168,13 +186,14 @@ int run(const Options& o) {
   }
   std::printf("\n(*) A 1x1 output: conv2d multiplies only the taps that land inside the image, while the flops, as\n"
               "the model counts them, include every tap; so the rate may pass the peak.\n");
-  const double step = step_ms(o.batch, o.image_size, o.reps);
+  const double step = step_ms(o.batch, o.image_size, o.dtype(), o.reps);
   std::printf("\nevery convolution of a step, forward and backward: %.0f ms, %.1f GFLOP/s (%.0f%% of peak)\n", conv_ms,
               conv_gflop / conv_ms * 1e3, 100.0 * conv_gflop / conv_ms * 1e3 / peak);
   std::printf("a whole training step (forward, loss, backward, SGD): %.0f ms; the convolutions' share %.0f%%\n", step,
               100.0 * conv_ms / step);
-  std::printf("RESULT resnet50_layers threads=%d batch=%lld conv_ms=%.1f step_ms=%.1f conv_gflops=%.2f peak_gflops=%.1f\n",
-              o.threads, static_cast<long long>(o.batch), conv_ms, step, conv_gflop / conv_ms * 1e3, peak);
+  std::printf(
+      "RESULT resnet50_layers threads=%d batch=%lld amp=%s conv_ms=%.1f step_ms=%.1f conv_gflops=%.2f peak_gflops=%.1f\n",
+      o.threads, static_cast<long long>(o.batch), o.amp.c_str(), conv_ms, step, conv_gflop / conv_ms * 1e3, peak);
   return 0;
 }
 
@@ -182,7 +201,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"Times each of ResNet-50's convolutions forward and backward against the CPU's f32 peak"};
+  CLI::App app{"Times each of ResNet-50's convolutions forward and backward against the CPU's peak"};
   app.add_option("--threads", o.threads, "CPU threads (default 1)")->check(number_between(1, kMaxThreads));
   app.add_option("--batch-size", o.batch, "images per step (default 256, the results table's)")
       ->check(positive_number());
@@ -190,5 +209,7 @@ int main(int argc, char** argv) {
       ->check(number_between(8, 512));
   app.add_option("--reps", o.reps, "timed repetitions; each row's median is reported (default 3)")
       ->check(positive_number());
+  app.add_option("--amp", o.amp, "off (f32) or bf16: the convolutions' operands and the step's autocast")
+      ->check(CLI::IsMember({"off", "bf16"}));
   return run_program(app, argc, argv, [&] { return run(o); });
 }
