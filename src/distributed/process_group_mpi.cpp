@@ -57,7 +57,8 @@ template <class T>
 void divide_elements(const Tensor& t, int n) {
   using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
   T* p = t.data_ptr<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(static_cast<Compute>(p[i]) / static_cast<Compute>(n));
+  const int64_t count = t.numel();
+  for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<Compute>(p[i]) / static_cast<Compute>(n));
 }
 
 // Divides a floating CPU tensor's elements by `n`, in place, on the calling (worker) thread.

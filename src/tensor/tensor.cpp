@@ -173,7 +173,8 @@ Tensor random_tensor(const Shape& shape, const TensorOptions& options, Draw draw
   dispatch_all(options.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = host.data_ptr<T>();
-    for (int64_t i = 0; i < host.numel(); ++i) out[i] = static_cast<T>(draw());
+    const int64_t count = host.numel();
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(draw());
   });
   Tensor result = host.to(options.device());
   if (options.requires_grad()) result.requires_grad_(true);
