@@ -8,6 +8,7 @@
 #include "core/flop_count.h"
 #include "gradcheck.h"
 #include "lockstep.h"
+#include "tensor/ops/cpu/conv_dense.h"
 #include "tensor/ops/dispatch/conv_kernels.h"
 #include "test_util.h"
 
@@ -61,6 +62,22 @@ void check_against_direct(const Shape& input_shape, const Shape& weight_shape, i
   ASSERT_EQ(y.shape(), (Shape{input_shape[0], weight_shape[0], HO, WO}));
   const std::vector<double> actual = y.to_vector<double>(), expected = direct_conv2d(x, w, b, stride, padding);
   for (size_t i = 0; i < actual.size(); ++i) ASSERT_NEAR(actual[i], expected[i], 1e-4) << "element " << i;
+}
+
+// A convolution's shapes: input (N, C_in, H, W), weight (C_out, C_in, kH, kW), stride, padding.
+struct ConvCase {
+  Shape input, weight;
+  int64_t stride, padding;
+};
+
+// The geometry conv2d gives the kernels for these shapes.
+Conv2dGeometry geometry_of(const Shape& input, const Shape& weight, int64_t stride, int64_t padding) {
+  Conv2dGeometry g;
+  g.channels = input[1], g.height = input[2], g.width = input[3];
+  g.kernel_h = weight[2], g.kernel_w = weight[3], g.stride = stride, g.padding = padding;
+  g.out_h = (g.height + 2 * padding - g.kernel_h) / stride + 1;
+  g.out_w = (g.width + 2 * padding - g.kernel_w) / stride + 1;
+  return g;
 }
 
 // gradcheck of conv2d with respect to input, weight and bias.
@@ -121,11 +138,7 @@ TEST(Conv2d, HandComputed) {
 }
 
 TEST(Conv2d, MatchesDirectConvolution) {
-  struct Case {
-    Shape input, weight;
-    int64_t stride, padding;
-  };
-  const std::vector<Case> cases{
+  const std::vector<ConvCase> cases{
       {{2, 3, 7, 7}, {4, 3, 3, 3}, 1, 0},
       {{2, 3, 7, 7}, {4, 3, 3, 3}, 1, 1},
       {{2, 3, 7, 7}, {4, 3, 3, 3}, 2, 1},  // the ResNet downsampling convolution
@@ -139,7 +152,7 @@ TEST(Conv2d, MatchesDirectConvolution) {
       {{2, 1, 4, 4}, {3, 1, 4, 4}, 1, 0},  // the kernel covers the whole image
       {{1, 1, 1, 1}, {2, 1, 3, 3}, 1, 1},  // a one-pixel image inside its padding
   };
-  for (const Case& c : cases) {
+  for (const ConvCase& c : cases) {
     check_against_direct(c.input, c.weight, c.stride, c.padding, false);
     check_against_direct(c.input, c.weight, c.stride, c.padding, true);
   }
@@ -154,14 +167,13 @@ TEST(Conv2d, MatchesDirectConvolutionAtChapter2Shapes) {
 // Images of fewer than 32 output pixels go through the GEMMs in chunks of several images side by
 // side (conv_kernels.cpp). A batch of 70 such images, not a multiple of any chunk, must give each
 // image the output and input gradient it gets alone, and the weight gradient their sum: 1x1
-// pixels (chunks of 32), 2x2 after a stride of 2 (8), 3x3 with padding (4), in f64.
+// pixels after a 1x1 filter of stride 1 on 2 x 2 images (chunks of 256 pixels: 64 images), 2x2
+// after a stride of 2 (64), 4x4 with padding (16), in f64.
 TEST(Conv2d, ChunksOfSmallImagesMatchOneImageAtATime) {
-  struct Case {
-    Shape input, weight;
-    int64_t stride, padding;
-  };
-  for (const Case& c : {Case{{70, 5, 1, 1}, {7, 5, 1, 1}, 1, 0}, Case{{70, 3, 4, 4}, {4, 3, 3, 3}, 2, 1},
-                        Case{{70, 2, 3, 3}, {3, 2, 3, 3}, 1, 1}}) {
+  for (const ConvCase& c : {ConvCase{{70, 5, 2, 2}, {7, 5, 1, 1}, 1, 0},
+                            ConvCase{{70, 3, 4, 4}, {4, 3, 3, 3}, 2, 1},
+                            ConvCase{{70, 2, 4, 4}, {3, 2, 3, 3}, 1, 1}}) {
+    ASSERT_FALSE(cpu::conv2d_runs_dense(geometry_of(c.input, c.weight, c.stride, c.padding)));
     SCOPED_TRACE(shape_str(c.input) + " * " + shape_str(c.weight));
     Tensor x = random_input(c.input, 21), w = random_input(c.weight, 22), b = random_input({c.weight[0]}, 23);
     Tensor y = conv2d(x, w, b, c.stride, c.padding);
@@ -186,18 +198,18 @@ TEST(Conv2d, ChunksOfSmallImagesMatchOneImageAtATime) {
   }
 }
 
-// A 1x1 output reads only the taps inside the image (conv2d skips the padding's): ResNet-50's
-// last stage on small images, where 1 of 9 taps (1 x 1 input, stride 1) or 4 of 9 (2 x 2,
-// stride 2) remain; and a non-square input whose rows and columns keep different taps. The
-// values and all three gradients are those of the whole filter over the padded input, and the
-// flop count is the whole filter's, forward and both gradients.
+// A 1x1 output reads only the taps inside the image (conv2d skips the padding's) and the pixels
+// under the filter: ResNet-50's last stage on small images, where 1 of 9 taps (1 x 1 input,
+// stride 1) or 4 of 9 (2 x 2, stride 2) remain, or 1 of 4 pixels under a 1x1 filter of stride 2;
+// a non-square input whose rows and columns keep different taps; a filter that leaves the
+// image's last rows and columns unread. The values and all three gradients are those of the
+// whole filter over the padded input, and the flop count is the whole filter's, forward and
+// both gradients.
 TEST(Conv2d, AOneByOneOutputReadsOnlyTheTapsInsideTheImage) {
-  struct Case {
-    Shape input, weight;
-    int64_t stride, padding;
-  };
-  for (const Case& c : {Case{{3, 4, 1, 1}, {5, 4, 3, 3}, 1, 1}, Case{{3, 4, 2, 2}, {5, 4, 3, 3}, 2, 1},
-                        Case{{2, 3, 1, 2}, {2, 3, 3, 3}, 2, 1}, Case{{2, 3, 1, 3}, {2, 3, 3, 5}, 1, 1}}) {
+  for (const ConvCase& c :
+       {ConvCase{{3, 4, 1, 1}, {5, 4, 3, 3}, 1, 1}, ConvCase{{3, 4, 2, 2}, {5, 4, 3, 3}, 2, 1},
+        ConvCase{{2, 3, 1, 2}, {2, 3, 3, 3}, 2, 1}, ConvCase{{2, 3, 1, 3}, {2, 3, 3, 5}, 1, 1},
+        ConvCase{{3, 4, 2, 2}, {5, 4, 1, 1}, 2, 0}, ConvCase{{2, 3, 5, 5}, {4, 3, 3, 3}, 3, 0}}) {
     check_against_direct(c.input, c.weight, c.stride, c.padding, true);
     EXPECT_TRUE(gradcheck_conv(c.input, c.weight, c.stride, c.padding)) << shape_str(c.input);
     Tensor x = random_input(c.input, 31), w = random_input(c.weight, 32);
@@ -205,6 +217,37 @@ TEST(Conv2d, AOneByOneOutputReadsOnlyTheTapsInsideTheImage) {
     sum(conv2d(x, w, Tensor(), c.stride, c.padding)).backward();
     const int64_t whole_filter = 2 * c.input[0] * c.weight[0] * c.weight[1] * c.weight[2] * c.weight[3];
     EXPECT_EQ(flops_counted() - before, 3 * whole_filter) << shape_str(c.input);
+  }
+}
+
+// Images with no more pixels than the filter has taps run as one dense product over the batch
+// (conv_dense.h): ResNet-50's 3x3 filters on 2 x 2 images, 1x1 filters on 1 x 1 images, a
+// stride that leaves 2 x 2 outputs, a non-square image with padding 1 that makes the output larger
+// than the input, and a whole-image filter. Values and gradients against the direct convolution
+// and finite differences, the flops of every tap, and the same bits on 1 and 2 threads.
+TEST(Conv2d, ImagesNoLargerThanTheFilterRunAsOneDenseProduct) {
+  for (const ConvCase& c :
+       {ConvCase{{5, 3, 2, 2}, {4, 3, 3, 3}, 1, 1}, ConvCase{{5, 6, 1, 1}, {4, 6, 1, 1}, 1, 0},
+        ConvCase{{3, 2, 3, 3}, {4, 2, 3, 3}, 2, 1}, ConvCase{{2, 3, 2, 3}, {4, 3, 2, 3}, 1, 1},
+        ConvCase{{2, 1, 4, 4}, {3, 1, 4, 4}, 1, 0}}) {
+    SCOPED_TRACE(shape_str(c.input) + " * " + shape_str(c.weight));
+    ASSERT_TRUE(cpu::conv2d_runs_dense(geometry_of(c.input, c.weight, c.stride, c.padding)));
+    check_against_direct(c.input, c.weight, c.stride, c.padding, true);
+    EXPECT_TRUE(gradcheck_conv(c.input, c.weight, c.stride, c.padding));
+    auto run = [&](int threads) {
+      set_num_threads(threads);
+      Tensor x = random_input(c.input, 41), w = random_input(c.weight, 42);
+      Tensor y = conv2d(x.to(DType::f32), w.to(DType::f32), Tensor(), c.stride, c.padding);
+      const int64_t before = flops_counted();
+      sum(y * y).backward();
+      const int64_t whole_filter = 2 * y.numel() * c.weight[1] * c.weight[2] * c.weight[3];
+      EXPECT_EQ(flops_counted() - before, 2 * whole_filter);
+      return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
+                                             w.grad().to_vector<float>()};
+    };
+    const auto one = run(1), two = run(2);
+    set_num_threads(1);
+    EXPECT_EQ(one, two);
   }
 }
 
@@ -284,15 +327,13 @@ TEST(Conv2d, ErrorMessages) {
 
 // A 16-bit convolution is the f32 one on the same (rounded) values, up to the rounding of its
 // result: its products are summed in f32 and rounded once. Forward and both gradients, for a
-// 1x1 convolution whose patches are the image itself, a strided 1x1 one and a 3x3 one.
+// 1x1 convolution whose patches are the image itself, a strided 1x1 one, a 3x3 one and a 3x3 one
+// on 2 x 2 images (the dense product).
 TEST(Conv2d, SixteenBitIsTheF32ConvolutionOfTheSameValuesRoundedOnce) {
-  struct Case {
-    Shape input, weight;
-    int64_t stride, padding;
-  };
   for (DType dtype : {DType::bf16, DType::f16}) {
-    for (const Case& c : {Case{{3, 16, 7, 7}, {24, 16, 1, 1}, 1, 0}, Case{{3, 16, 7, 7}, {24, 16, 1, 1}, 2, 0},
-                          Case{{3, 8, 9, 9}, {12, 8, 3, 3}, 1, 1}}) {
+    for (const ConvCase& c :
+         {ConvCase{{3, 16, 7, 7}, {24, 16, 1, 1}, 1, 0}, ConvCase{{3, 16, 7, 7}, {24, 16, 1, 1}, 2, 0},
+          ConvCase{{3, 8, 9, 9}, {12, 8, 3, 3}, 1, 1}, ConvCase{{3, 8, 2, 2}, {12, 8, 3, 3}, 1, 1}}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_str(c.input) + " * " + shape_str(c.weight) +
                    " stride " + std::to_string(c.stride));
       // Each run: y = conv(x, w), loss = sum(y * probe); returns y, dx, dw as doubles.

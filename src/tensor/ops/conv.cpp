@@ -65,18 +65,20 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   // One multiply-add per weight of a patch, per output pixel, channel and image.
   const int64_t product_flops = 2 * input.size(0) * weight.size(0) * g.out_pixels() * g.patch_size();
 
-  // A 1x1 output reads only the taps of the filter that land inside the image (ResNet-50's last
-  // stage on 28 x 28 images: 1 of 9 at 1 x 1 pixels, 4 of 9 at 2 x 2): it is the convolution of
-  // those taps with those pixels alone, unpadded, which skips multiplying the rest by the
-  // padding's zeros. The slices are views that autograd sees, so the gradients of the taps left
-  // out are zero, as they are. The flop count stays the model's, all taps, as PyTorch counts it:
-  // the taps left out are counted here, for the forward product and for each gradient product
-  // its backward pass will run (a pass recorded now, as training records it).
+  // A 1x1 output reads only the taps of the filter that land inside the image, and only the
+  // pixels under the filter (ResNet-50's last stage on 28 x 28 images: 1 of 9 taps at 1 x 1
+  // pixels, 4 of 9 at 2 x 2, and 1 of 4 pixels under its 1x1 shortcut of stride 2): it is the
+  // convolution of those taps with those pixels alone, unpadded, which skips multiplying the
+  // rest by the padding's zeros, or not at all. The slices are views that autograd sees, so the
+  // gradients of the taps and pixels left out are zero, as they are. The flop count stays the
+  // model's, all taps, as PyTorch counts it: the taps left out are counted here, for the forward
+  // product and for each gradient product its backward pass will run (a pass recorded now, as
+  // training records it).
   if (g.out_h == 1 && g.out_w == 1) {
     // Tap i reads input row i - padding: inside the image for i in [padding, padding + H).
     const int64_t i0 = std::min(padding, g.kernel_h), i1 = std::min(padding + g.height, g.kernel_h);
     const int64_t j0 = std::min(padding, g.kernel_w), j1 = std::min(padding + g.width, g.kernel_w);
-    if (i1 - i0 < g.kernel_h || j1 - j0 < g.kernel_w) {
+    if (i1 - i0 < g.kernel_h || j1 - j0 < g.kernel_w || i1 - i0 < g.height || j1 - j0 < g.width) {
       const Tensor taps = weight.slice(2, i0, i1).slice(3, j0, j1);
       const Tensor pixels = input.slice(2, i0 - padding, i1 - padding).slice(3, j0 - padding, j1 - padding);
       const int64_t kept_flops = 2 * input.size(0) * weight.size(0) * g.channels * (i1 - i0) * (j1 - j0);

@@ -1,5 +1,6 @@
 // CPU conv2d: im2col / col2im, and the forward and backward passes as one GEMM per image (per
-// chunk of images, for images of few pixels).
+// chunk of images, for images of few pixels); images no larger than the filter go to the dense
+// product of conv_dense.h instead.
 // The formulas and shapes are in conv_kernels.h.
 #include "tensor/ops/dispatch/conv_kernels.h"
 
@@ -12,9 +13,10 @@
 
 #include "core/dispatch.h"
 #include "core/threads.h"
+#include "tensor/ops/cpu/conv_dense.h"
 #include "tensor/ops/cpu/gemm.h"
-#include "tensor/ops/cpu/gemm_16bit.h"
 #include "tensor/ops/cpu/gemm_bf16.h"
+#include "tensor/ops/cpu/gemm_sums.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -138,28 +140,36 @@ int64_t batch_shares(int64_t batch) {
   return batch >= threads ? threads : 1;
 }
 
-// How many groups of consecutive images the weight gradient's sum over the batch is split into: a
-// number fixed by the batch alone, so that the thread count changes the speed of a training run and
-// never its bits (each group's partial sum, and the order the partial sums are added in, would
-// otherwise move with the thread count). 16 groups keep up to 16 threads busy; more threads than
-// that share out only 16 groups. The partial sums cost 16 copies of dW.
-constexpr int64_t kWeightGradGroups = 16;
-
-int64_t weight_grad_groups(int64_t batch) { return std::min(batch, kWeightGradGroups); }
-
 // An image with fewer output pixels than this makes GEMMs too narrow to pay for packing the
 // weights, which every GEMM call does: in ResNet-50's last stage an image has 1 x 1 pixels, and
 // its 1x1 convolutions are far slower one image at a time than the same product as one matmul
 // over the batch (chapter 7, section 3, has the measurements). Such images go
-// through the GEMMs in chunks of consecutive images, side by side as columns.
+// through the GEMMs in chunks of consecutive images, side by side as columns, about
+// kProductColumns columns each.
 constexpr int64_t kMinGemmColumns = 32;
+constexpr int64_t kProductColumns = 256;
 
 // Images per chunk of the weight gradient's sums: 1 for images of kMinGemmColumns pixels or
 // more (every layer of the chapter CNN, and of ResNet-8 on 28 x 28 or 32 x 32 images, which keep
-// their per-image GEMMs), else enough for kMinGemmColumns columns. Fixed by the geometry, so the
-// chunks, and with them every sum, do not depend on the thread count.
+// their per-image GEMMs), else enough for kProductColumns columns: a chunk's GEMM sums over
+// that many columns at once, where narrower chunks would each read and write all of dW's
+// partial sum for a few columns' products. Fixed by the geometry, so the chunks, and with them
+// every sum, do not depend on the thread count.
 int64_t images_per_chunk(int64_t pixels) {
-  return pixels >= kMinGemmColumns ? 1 : (kMinGemmColumns + pixels - 1) / pixels;
+  return pixels >= kMinGemmColumns ? 1 : (kProductColumns + pixels - 1) / pixels;
+}
+
+// How many groups of consecutive images the weight gradient's sum over the batch is split into: a
+// number fixed by the batch and the chunk size alone, so that the thread count changes the speed
+// of a training run and never its bits (each group's partial sum, and the order the partial sums
+// are added in, would otherwise move with the thread count). 16 groups keep up to 16 threads
+// busy; more threads than that share out only 16 groups. The partial sums cost 16 copies of dW.
+// A group holds at least one chunk: with chunks of many small images there are fewer groups
+// (one for ResNet-50's 1 x 1 images at a batch of 256), and each GEMM uses every thread instead.
+constexpr int64_t kWeightGradGroups = 16;
+
+int64_t weight_grad_groups(int64_t batch, int64_t per_chunk) {
+  return std::min((batch + per_chunk - 1) / per_chunk, kWeightGradGroups);
 }
 
 // The forward pass and the input's gradient are products whose every column (one output pixel
@@ -167,9 +177,8 @@ int64_t images_per_chunk(int64_t pixels) {
 // weight gradient, summed over the batch, is tied to images_per_chunk's chunks. Images of fewer
 // than kMinPerImagePixels output pixels (ResNet-50's last three stages on 28 x 28 images: 16, 4
 // and 1 pixels, and its first at 49) go through those products in chunks of about
-// kProductColumns columns: wider GEMMs, and far fewer of them, than the weight gradient's.
+// kProductColumns columns.
 constexpr int64_t kMinPerImagePixels = 64;
-constexpr int64_t kProductColumns = 256;
 
 int64_t images_per_product(int64_t pixels) {
   return pixels >= kMinPerImagePixels ? 1 : (kProductColumns + pixels - 1) / pixels;
@@ -233,18 +242,6 @@ template <class T>
 void transpose_into(const T* in, int64_t rows, int64_t cols, T* out) {
   for (int64_t c = 0; c < cols; ++c)
     for (int64_t r = 0; r < rows; ++r) out[c * rows + r] = in[r * cols + c];
-}
-
-// C = A B + beta C with sums in Acc: cpu::gemm when T is Acc (f32, f64), cpu::gemm_16bit for
-// 16-bit operands, whose products are summed into an f32 C.
-template <class T, class Acc>
-void gemm_into(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_cs, const T* B, int64_t b_rs,
-               int64_t b_cs, Acc beta, Acc* C, int64_t ldc) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    gemm<T>(M, N, K, T(1), A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc);
-  } else {
-    gemm_16bit<T>(M, N, K, 1.0f, A, a_rs, a_cs, B, b_rs, b_cs, beta, C, ldc);
-  }
 }
 
 // A weight matrix that the GEMMs of every image (or chunk of images) of a batch multiply: (M, K)
@@ -417,6 +414,7 @@ template void col2im<double>(const double*, const Conv2dGeometry&, double*);
 
 void conv2d_forward_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                            const Conv2dGeometry& g) {
+  if (conv2d_runs_dense(g)) return conv2d_dense_forward(input, weight, bias, out, g);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
@@ -468,7 +466,7 @@ void weight_gradient(const T* dy, const T* x, T* dw, int64_t batch, int64_t out_
   constexpr bool wide = std::is_same_v<T, Acc>;
   const int64_t patch = g.patch_size(), pixels = g.out_pixels();
   const int64_t image_size = g.channels * g.height * g.width;
-  const int64_t groups = weight_grad_groups(batch), per_chunk = images_per_chunk(pixels);
+  const int64_t per_chunk = images_per_chunk(pixels), groups = weight_grad_groups(batch, per_chunk);
   // With several threads and at least one image per thread, the threads share out the groups
   // and each GEMM runs on one thread; otherwise the groups run one after another and each GEMM
   // uses every thread. Either way each group adds up the same products in the same order.
@@ -574,6 +572,11 @@ void input_gradient(const T* dy, const T* w, T* dx, int64_t batch, int64_t out_c
       Acc* patches = sums_for(cols.data(), grad_cols);
       weights_t.times(columns, dyc, columns, 1, Acc(0), patches, columns);
       for (int64_t i = 0; i < m; ++i) {
+        // Patches that are the image: its gradient is its columns of the chunk's, as they are.
+        if (patches_are_the_image(g)) {
+          out_of_chunk(patches, patch, pixels, i, m, dx + (n0 + i) * image_size);
+          continue;
+        }
         const Acc* mine = patches;
         if (m > 1) {
           out_of_chunk(patches, patch, pixels, i, m, image_patches.data());
@@ -592,6 +595,7 @@ void input_gradient(const T* dy, const T* w, T* dx, int64_t batch, int64_t out_c
 
 void conv2d_backward_kernel(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                             const Tensor& grad_input, const Tensor& grad_weight, const Conv2dGeometry& g) {
+  if (conv2d_runs_dense(g)) return conv2d_dense_backward(grad_out, input, weight, grad_input, grad_weight, g);
   const int64_t batch = input.size(0), out_channels = weight.size(0);
   dispatch_floating_and_16bit(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
