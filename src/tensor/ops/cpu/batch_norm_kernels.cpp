@@ -1,7 +1,7 @@
 // CPU batch-norm kernels. Input (N, C) or (N, C, H, W) is read as (N, C, S): channel c owns
 // the N runs x[n, c, 0..S). The per-channel reductions run a block of channels per thread and
-// sum in double; the elementwise passes run one (n, c) row per thread with per-channel coefficients
-// folded in advance, so each element costs one or two multiply-adds.
+// sum in double; the elementwise passes share the images out among the threads, with per-channel
+// coefficients folded in advance, so each element costs one or two multiply-adds.
 //
 // A 16-bit input (T = Half or BFloat16) is PyTorch's mixed batch norm: the per-channel tensors
 // the kernels return are f32 (their type Stat = opmath_t<T> below, which is T itself for f32
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -43,15 +44,27 @@ constexpr int64_t kChannelBlock = 8;
 int64_t channel_blocks(int64_t C) { return (C + kChannelBlock - 1) / kChannelBlock; }
 int64_t block_width(int64_t C, int64_t block) { return std::min(kChannelBlock, C - block * kChannelBlock); }
 
-// Calls visit(j, i) for channel c0 + j of the block and every flat index i of its values in
-// x: (N, C, S), in the order each channel's sums need: n, then s, then the block's channels.
-template <class Visit>
-void visit_channel_block(int64_t N, int64_t C, int64_t S, int64_t c0, int64_t width, Visit visit) {
+// visit_channel_block for a block of Width channels, Width a constant or the int64_t width.
+template <class Width, class Visit>
+void visit_block_of(int64_t N, int64_t C, int64_t S, int64_t c0, Width width, Visit visit) {
   for (int64_t n = 0; n < N; ++n) {
     const int64_t row = (n * C + c0) * S;
     for (int64_t s = 0; s < S; ++s) {
       for (int64_t j = 0; j < width; ++j) visit(j, row + j * S + s);
     }
+  }
+}
+
+// Calls visit(j, i) for channel c0 + j of the block and every flat index i of its values in
+// x: (N, C, S), in the order each channel's sums need: n, then s, then the block's channels.
+// A whole block has a width known when compiling, so its loop over the channels unrolls and the
+// sums stay in registers (for S = 1 they are one vector); a last, narrower block takes the loop.
+template <class Visit>
+void visit_channel_block(int64_t N, int64_t C, int64_t S, int64_t c0, int64_t width, Visit visit) {
+  if (width == kChannelBlock) {
+    visit_block_of(N, C, S, c0, std::integral_constant<int64_t, kChannelBlock>(), visit);
+  } else {
+    visit_block_of(N, C, S, c0, width, visit);
   }
 }
 
@@ -71,6 +84,15 @@ void channel_block_mean_var(const T* in, int64_t N, int64_t C, int64_t S, int64_
     squares[j] += d * d;
   });
   for (int64_t j = 0; j < width; ++j) var[j] = count > 0 ? squares[j] / count : 0.0;
+}
+
+// Runs work(n) for every image n of the batch, the images shared out among the threads when
+// the tensor (of `numel` values) is large enough to pay for them. Each value is computed alone,
+// so how the images are shared out never changes a bit.
+template <class Work>
+void for_each_image(int64_t N, int64_t numel, Work work) {
+#pragma omp parallel for schedule(static) if (numel >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) work(n);
 }
 
 }  // namespace
@@ -148,11 +170,22 @@ void batch_norm_elemt_kernel(const Tensor& input, const Tensor& mean, const Tens
     }
     const T* in = x.data_ptr<T>();
     T* o = out.data_ptr<T>();
-#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-    for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
-      const Compute a = scale[r % C], z = shift[r % C];
-      for (int64_t s = 0; s < S; ++s) o[r * S + s] = static_cast<T>(static_cast<Compute>(in[r * S + s]) * a + z);
-    }
+    // Image n's values, (C, S): with S = 1 (a ResNet's last stage) the loop runs along the
+    // channels, which lie side by side.
+    for_each_image(N, x.numel(), [&](int64_t n) {
+      const T* image = in + n * C * S;
+      T* image_out = o + n * C * S;
+      if (S == 1) {
+        for (int64_t c = 0; c < C; ++c) image_out[c] = static_cast<T>(static_cast<Compute>(image[c]) * scale[c] + shift[c]);
+        return;
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const Compute a = scale[c], z = shift[c];
+        for (int64_t s = 0; s < S; ++s) {
+          image_out[c * S + s] = static_cast<T>(static_cast<Compute>(image[c * S + s]) * a + z);
+        }
+      }
+    });
   });
 }
 
@@ -214,17 +247,24 @@ void batch_norm_backward_elemt_kernel(const Tensor& grad_output, const Tensor& i
       proj[c] = static_cast<Compute>(is[c] * is[c] * sdx[c] / n);
       mu[c] = static_cast<Compute>(m[c]);
     }
-    const T* dy = g.data_ptr<T>();
-    const T* in = x.data_ptr<T>();
-    T* dx = grad_input.data_ptr<T>();
-#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-    for (int64_t r = 0; r < N * C; ++r) {  // row r is (n, c) = (r / C, r % C)
-      const int64_t c = r % C;
-      for (int64_t s = 0; s < S; ++s) {
-        const Compute d = static_cast<Compute>(dy[r * S + s]), v = static_cast<Compute>(in[r * S + s]);
-        dx[r * S + s] = static_cast<T>(k[c] * (d - mean_dy[c] - (v - mu[c]) * proj[c]));
+    // Image n's values, (C, S), channel by channel; for S = 1 all its channels in one loop.
+    for_each_image(N, x.numel(), [&](int64_t n) {
+      const int64_t first = n * C * S;
+      const T* dy = g.data_ptr<T>() + first;
+      const T* in = x.data_ptr<T>() + first;
+      T* dx = grad_input.data_ptr<T>() + first;
+      const auto one = [&](int64_t c, int64_t i) {
+        const Compute d = static_cast<Compute>(dy[i]), v = static_cast<Compute>(in[i]);
+        dx[i] = static_cast<T>(k[c] * (d - mean_dy[c] - (v - mu[c]) * proj[c]));
+      };
+      if (S == 1) {
+        for (int64_t c = 0; c < C; ++c) one(c, c);
+        return;
       }
-    }
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t s = 0; s < S; ++s) one(c, c * S + s);
+      }
+    });
   });
 }
 
