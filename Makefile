@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
+.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise handout grade gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -34,6 +34,8 @@ help:
 	@echo "make cpu-only-check  build without CUDA in build-cpu-only/ and check it runs and refuses --device cuda"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
 	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
+	@echo "make handout DEST=dir  a student's copy without the exercises' solutions and answer keys"
+	@echo "make grade EX=ch01_softplus FILE=path  a student's file against the exercise's test: its score"
 	@echo "make figures    rerun the small training runs behind the book's figures and redraw their SVGs"
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
@@ -121,6 +123,23 @@ exercise: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) \
 	  "-DLOCKSTEP_EXERCISE_FILE_$(EX)=$(abspath $(or $(FILE),$(EXERCISE_DIR)starter.cpp))" >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target check_exercise_$(EX)
+
+# A student's copy of the book's code (tools/make_handout.sh): no solutions, no answer keys.
+handout:
+	@sh tools/make_handout.sh "$(DEST)"
+
+# A student's file graded against this checkout's test of the exercise: the cases that pass, of
+# all. Builds it as `make exercise` does, then puts the exercise's starter back in the build.
+grade: deps
+	@if [ -z "$(filter $(EX),$(EXERCISES))" ]; then \
+	  echo "make grade EX=<name> FILE=path: expected one of the exercises: $(EXERCISES)"; exit 1; fi
+	@if [ -z "$(FILE)" ] || [ ! -f "$(FILE)" ]; then echo "make grade: FILE=$(FILE) is not a file (the student's file)"; exit 1; fi
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) \
+	  "-DLOCKSTEP_EXERCISE_FILE_$(EX)=$(abspath $(FILE))" >/dev/null
+	@if cmake --build $(BUILD_DIR) -j $(JOBS) --target exercise_$(EX) >$(BUILD_DIR)/grade-$(EX).log 2>&1; then \
+	  cmake --build $(BUILD_DIR) --target grade_exercise_$(EX) 2>&1 | grep -E '^\[  FAILED  \] [A-Za-z]|: score ' | grep -v ' ms)$$'; \
+	else echo "$(EX): score 0 ($(FILE) does not compile; $(BUILD_DIR)/grade-$(EX).log has the compiler's messages)"; fi; \
+	cmake -S . -B $(BUILD_DIR) "-DLOCKSTEP_EXERCISE_FILE_$(EX)=$(abspath $(EXERCISE_DIR)starter.cpp)" >/dev/null
 
 # Chapter 2 beside PyTorch on the same workload (needs Debian's python3-torch; not part of CI).
 COMPARE_ARGS ?= --model cnn --epochs 2 --batch-size 64 --lr 0.05 --threads 2
