@@ -22,7 +22,7 @@ namespace {
 
 void section(const std::string& title) { std::cout << "\n== " << title << " ==\n"; }
 
-// 1. A tensor is a view (shape, strides, offset) onto shared storage.
+// A tensor is a view (shape, strides, offset) onto shared storage.
 void tensors_and_views() {
   section("1. Tensors and views");
   //! [views]
@@ -39,7 +39,7 @@ void tensors_and_views() {
   //! [views]
 }
 
-// 2. dtypes, and what the 16-bit formats of mixed precision do to a number.
+// dtypes, and what the 16-bit formats of mixed precision do to a number.
 void dtypes() {
   section("2. dtypes: f32, f16, bf16");
   //! [dtypes]
@@ -50,7 +50,7 @@ void dtypes() {
   //! [dtypes]
 }
 
-// 3. Autograd on y = relu(w x + b), checked against the derivative done by hand.
+// Autograd on y = relu(w x + b), checked against the derivative done by hand.
 double autograd_example() {
   section("3. Autograd: y = sum(relu(w * x + b))");
   //! [autograd]
@@ -93,7 +93,7 @@ bool saved_tensor_example() {
   return false;
 }
 
-// 4. How fast is the CPU at the operation deep learning is made of?
+// How fast is the CPU at the operation deep learning is made of?
 // The timing holds three n x n f32 matrices (a, b and the product): refused before any work
 // when they need more than this machine's memory, rather than failing or swapping half-way.
 void check_matmul_fits(int64_t n) {
@@ -155,7 +155,7 @@ double seconds_per_call(std::optional<Device> gpu, int repeats, const std::funct
   return timer.seconds() / repeats;
 }
 
-// 5. Tensor::to makes a copy; Module::to moves the module's own tensors.
+// Tensor::to makes a copy; Module::to moves the module's own tensors.
 void to_device(Device gpu) {
   section("5. Tensor::to and Module::to");
   //! [to device]
@@ -182,7 +182,7 @@ void to_device(Device gpu) {
   //! [mixing devices]
 }
 
-// 7. Host-to-device copies from pageable and from pinned memory.
+// Host-to-device copies from pageable and from pinned memory.
 struct Bandwidth {
   double pageable_gbps = 0.0;
   double pinned_gbps = 0.0;
@@ -213,7 +213,7 @@ Bandwidth copy_bandwidth(Device gpu) {
   return result;
 }
 
-// 8. One matrix multiply, timed on the CPU and on the GPU with both GEMM backends.
+// One matrix multiply, timed on the CPU and on the GPU with both GEMM backends.
 struct MatmulTimes {
   int64_t n = 0;
   double cpu_s = 0.0;
@@ -264,7 +264,7 @@ std::vector<MatmulTimes> cpu_vs_gpu_matmul(Device gpu, bool measure_cpu_4096, ui
   return rows;
 }
 
-// 9. The question this part answers, with the ratio just measured.
+// The question this part answers, with the ratio just measured.
 void why_train_on_a_gpu(const MatmulTimes& largest) {
   section("9. Why train on a GPU?");
   const double ratio = largest.cpu_s / largest.cublas_s;

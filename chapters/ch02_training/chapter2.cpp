@@ -102,7 +102,7 @@ int run(const Options& o) {
   empty({1}, TensorOptions().device(device));
   manual_seed(o.train.seed);
 
-  // 1. Data: normalised images in memory, (N, C, H, W) with labels (N).
+  // Data: normalised images in memory, (N, C, H, W) with labels (N).
   // Fashion-MNIST is found in the usual places; CIFAR-10 (3 x 32 x 32, for the ResNet) has no
   // Debian package, so it needs --data.
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
@@ -112,7 +112,7 @@ int run(const Options& o) {
   std::cout << "data: " << o.dataset << " (" << train_set->size() << " training, " << test_set->size()
             << " test images)\n";
 
-  // 2. Model and optimiser.
+  // Model and optimiser.
   std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
   if (!o.load.empty()) model->load_state_dict(load_safetensors(o.load));
   model->to(device);
@@ -125,7 +125,7 @@ int run(const Options& o) {
             << o.train.lr << "\n";
 
   //! [loop]
-  // 3. The training loop: forward, loss, backward, step — once per batch. On a GPU the batches
+  // The training loop: forward, loss, backward, step — once per batch. On a GPU the batches
   // come in pinned memory, and their copies are only queued: the CPU goes on to queue the
   // forward pass while the copy runs, and the GPU runs both in order.
   DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)

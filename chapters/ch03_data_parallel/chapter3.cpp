@@ -172,7 +172,7 @@ int run(const Options& o) {
   // Fail early, before loading data, when a device cannot be used.
   for (const Device device : devices) empty({1}, TensorOptions().device(device));
 
-  // 1. Data: Fashion-MNIST (or CIFAR-10) in memory, as in chapter 2.
+  // Data: Fashion-MNIST (or CIFAR-10) in memory, as in chapter 2.
   const TrainTestSets data = load_train_test(o.dataset, o.train.data);
   std::cout << "reading " << data.directory << "\n";
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
@@ -185,11 +185,11 @@ int run(const Options& o) {
   }
   std::cout << "\n";
 
-  // 2. The baseline: chapter 2's single-device step on the same batches.
+  // The baseline: chapter 2's single-device step on the same batches.
   const StepTimes single = time_single_device(o, train_set, devices[0]);
 
   //! [wrap]
-  // 3. The model, built from the same seed, lives on devices[0]; DataParallel wraps it. The
+  // The model, built from the same seed, lives on devices[0]; DataParallel wraps it. The
   //    optimiser gets the wrapper's parameters(), which are the model's own: the replicas'
   //    copies are made afresh every step and never seen by the optimiser.
   manual_seed(o.train.seed);
@@ -207,7 +207,7 @@ int run(const Options& o) {
   // the one backward pass through every replica.
   if (!o.trace.empty()) enable_trace();
 
-  // 4. Training: the loop is chapter 2's; only the model is the wrapper.
+  // Training: the loop is chapter 2's; only the model is the wrapper.
   DataLoader loader(train_set, DataLoaderOptions(o.train.batch_size)
                                    .sampler(std::make_shared<RandomSampler>(train_set->size(), o.train.seed))
                                    .pin_memory(devices[0].is_cuda()));

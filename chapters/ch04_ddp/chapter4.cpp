@@ -74,7 +74,7 @@ int run(const Options& o) {
   const std::shared_ptr<const Dataset> train_set = data.train, test_set = data.test;
 
   //! [broadcast]
-  // 3. Every rank builds the model with its own seed, so the copies start different, and
+  // Every rank builds the model with its own seed, so the copies start different, and
   //    wrapping them in DDP copies rank 0's weights to all: check_in_sync shows both.
   manual_seed(seed + static_cast<uint64_t>(group.rank()));
   std::shared_ptr<Module> model = faults.model(make_model(o.model, dataset_channels(o.dataset)));
@@ -91,7 +91,7 @@ int run(const Options& o) {
   //! [broadcast]
 
   //! [buckets]
-  // 4. The buckets, in the order their all-reduces start during backward: last layers first.
+  // The buckets, in the order their all-reduces start during backward: last layers first.
   const std::vector<BucketSummary> buckets = ddp->buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const BucketSummary& bucket = buckets[b];
@@ -104,7 +104,7 @@ int run(const Options& o) {
   //! [buckets]
 
   //! [sampler]
-  // 5. Each rank trains on its own shard: every world_size-th index of one permutation that all
+  // Each rank trains on its own shard: every world_size-th index of one permutation that all
   //    ranks draw from the same seed + epoch. The batch size is per rank.
   auto sampler = std::make_shared<DistributedSampler>(train_set->size(), group.size(), group.rank(),
                                                       DistributedSamplerOptions().seed(seed));
@@ -130,7 +130,7 @@ int run(const Options& o) {
   int epoch = 0;
   while (epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps)) {
     //! [loop]
-    // 6. The loop is chapter 2's: DDP hides the communication inside backward().
+    // The loop is chapter 2's: DDP hides the communication inside backward().
     if (!o.no_set_epoch) sampler->set_epoch(epoch);  // a new shuffle each epoch
     ++epoch;
     const std::vector<int64_t> order = sampler->indices();
@@ -188,7 +188,7 @@ int run(const Options& o) {
     if (preempted) break;
 
     //! [check]
-    // 7. Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank
+    // Are the ranks still in lockstep? First the buffers: DDP's last forward broadcast rank
     //    0's (BatchNorm's running statistics), and then every rank updated its own from its own
     //    batch. Do now what the next forward would do, so that all ranks evaluate one model.
     ddp->sync_buffers();
@@ -211,12 +211,12 @@ int run(const Options& o) {
     return kPreemptedExitStatus;
   }
 
-  // 8. Throughput over all ranks: every rank's samples, over the slowest rank's time.
+  // Throughput over all ranks: every rank's samples, over the slowest rank's time.
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
   const ModelFlops mfu = model_flops(flops.total(), samples, speed.samples_per_s, rank_peak * group.size());
 
   //! [save]
-  // 9. One file, written by rank 0 alone (all ranks hold the same weights), from the inner
+  // One file, written by rank 0 alone (all ranks hold the same weights), from the inner
   //    module: its keys read "0.weight", not "module.0.weight".
   if (!o.save.empty() && group.rank() == 0) {
     StateDict state = ddp->module().state_dict();

@@ -81,7 +81,7 @@ CommHook parse_comm_hook(const std::string& name) {
 }
 
 int run(const Options& o) {
-  // 1. Chapter 4's start: ranks, threads, device, process group.
+  // Chapter 4's start: ranks, threads, device, process group.
   const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
@@ -106,7 +106,7 @@ int run(const Options& o) {
                                     shared("--data (test images)", data.test->size()),
                                     shared("--data (files' contents)", data.fingerprint)});
 
-  // 2. The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
+  // The model and its DDP wrapper, as in chapter 4. The parameters are f32 and stay f32:
   //    they are the master weights; autocast casts them for each forward pass.
   manual_seed(o.train.seed + static_cast<uint64_t>(group.rank()));
   std::shared_ptr<Module> model = make_model(o.model, dataset_channels(o.dataset));
@@ -130,7 +130,7 @@ int run(const Options& o) {
                         "), so no gradient would overflow; choose a step from 1 to ", run_steps);
   SGD optimizer(ddp->parameters(), SGDOptions(o.train.lr).momentum(o.train.momentum));
   //! [scaler]
-  // 3. The scaler. Disabled (bf16, or --amp off), it passes everything through: scale(loss) is
+  // The scaler. Disabled (bf16, or --amp off), it passes everything through: scale(loss) is
   //    the loss, step() always steps.
   GradScaler scaler(GradScalerOptions()
                         .enabled(precision.scaler)
@@ -163,7 +163,7 @@ int run(const Options& o) {
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
       ++step;
       //! [loop]
-      // 4. The forward pass under autocast: convolutions and linear layers in 16 bits, the
+      // The forward pass under autocast: convolutions and linear layers in 16 bits, the
       //    loss in f32 (cross_entropy is on autocast's f32 list). Backward runs outside it.
       {
         const AutocastGuard autocast(device.type(), precision.dtype, precision.autocast);
@@ -205,7 +205,7 @@ int run(const Options& o) {
     const double epoch_loss_sum = epoch_loss.item();
     check_training_loss(epoch_loss_sum, epoch_steps, step, epoch);
 
-    // 5. Every rank must hold the same weights and the same scale, through any skipped step.
+    // Every rank must hold the same weights and the same scale, through any skipped step.
     //    BatchNorm's running statistics are made rank 0's first, as in chapter 4.
     ddp->sync_buffers();
     const InSyncReport sync = check_in_sync(ddp->module(), group);
@@ -231,7 +231,7 @@ int run(const Options& o) {
     return kPreemptedExitStatus;
   }
 
-  // 6. Throughput over all ranks, as in chapter 4.
+  // Throughput over all ranks, as in chapter 4.
   const Throughput speed = all_rank_throughput(samples, train_seconds, loss, group, device);
   const ModelFlops mfu = model_flops(flops.total(), samples, speed.samples_per_s, rank_peak * group.size());
   print_rank0(ResultLine(5).add("model", o.model).add("device", device.is_cuda() ? "cuda" : "cpu")

@@ -106,7 +106,7 @@ std::string first_running_mean(Module& model) {
 }
 
 int run(const Options& o) {
-  // 1. Chapter 4's start: ranks, threads, device, process group, shared settings.
+  // Chapter 4's start: ranks, threads, device, process group, shared settings.
   const DistributedRank started = start_rank(o.rank);
   const Device device = started.choice.device;
   ProcessGroup& group = *started.group;
@@ -143,7 +143,7 @@ int run(const Options& o) {
                                     shared("--data (files' contents)", data.fingerprint)});
 
   //! [convert]
-  // 2. The model. With --norm sync every BatchNorm2d becomes a SyncBatchNorm: in training, its
+  // The model. With --norm sync every BatchNorm2d becomes a SyncBatchNorm: in training, its
   //    statistics are those of every rank's images together (one all-gather per layer in
   //    forward, one all-reduce in backward), as if one process saw the whole batch.
   manual_seed(o.train.seed + static_cast<uint64_t>(group.rank()));
@@ -155,7 +155,7 @@ int run(const Options& o) {
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), group.size(), group.rank(),
                                                       DistributedSamplerOptions().seed(o.train.seed));
   //! [warmup]
-  // 3. The warm-up: the optimiser holds --lr, the rate of the large effective batch; LinearLR
+  // The warm-up: the optimiser holds --lr, the rate of the large effective batch; LinearLR
   //    starts at warmup_start_factor x --lr and adds an equal share after every optimiser step
   //    until --lr, --warmup-epochs later (PyTorch's LinearLR, stepped per iteration as Goyal et
   //    al. do). An epoch is the optimiser steps of one pass: micro-batches / --accumulate.
@@ -171,7 +171,7 @@ int run(const Options& o) {
   if (o.warmup_epochs > 0.0) warmup = std::make_unique<LinearLR>(*optimizer, warmup_start_factor, 1.0, warmup_steps);
   //! [warmup]
   //! [state]
-  // 4. What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
+  // What a checkpoint holds: the model (the inner one, without DDP's "module." prefix), the
   //    optimiser's state, the warm-up's step count, the sampler's seed and position, every
   //    rank's random state.
   TrainingState state;
@@ -184,7 +184,7 @@ int run(const Options& o) {
   int64_t step = 0, first_epoch = 0, resumed_in_epoch = 0;
   if (!o.resume.empty()) {
     //! [resume]
-    // 5. Resume: every rank reads the file onto its own device (map_location) before DDP
+    // Resume: every rank reads the file onto its own device (map_location) before DDP
     //    wraps the model, as PyTorch's recipe does; the sampler continues mid-epoch.
     const ResumeInfo info = load_checkpoint(o.resume, state, device, group.rank(), group.size());
     //! [resume]
@@ -254,7 +254,7 @@ int run(const Options& o) {
     finish_epoch();
   }
   //! [save]
-  // 7. Save on rank 0 (every rank holds the same model and optimiser state), after gathering
+  // Save on rank 0 (every rank holds the same model and optimiser state), after gathering
   //    every rank's random state; then a barrier, so that no rank reads the file before it is
   //    complete, and every rank compares it with its own model.
   auto save = [&](int64_t done_in_epoch) {
@@ -285,7 +285,7 @@ int run(const Options& o) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
       const Tensor targets = batch.targets.to(device, true);  // targets: (B)
       //! [accumulate]
-      // 6. K micro-batches per step: the first K-1 backward passes inside no_sync() only add
+      // K micro-batches per step: the first K-1 backward passes inside no_sync() only add
       //    to param.grad() on each rank; the K-th averages the sum across ranks, once. The
       //    warm-up moves the learning rate once per optimiser step, after it (PyTorch's order).
       const bool last_micro = ++micro == o.accumulate;
@@ -319,7 +319,7 @@ int run(const Options& o) {
       if (saved) save(done_in_epoch);
       if (micro == 0 && o.train.max_steps > 0 && step >= o.train.max_steps) break;
       //! [preempt]
-      // 8. A signal (SIGUSR1, SIGTERM, SIGINT) on any rank: every rank stops after the same
+      // A signal (SIGUSR1, SIGTERM, SIGINT) on any rank: every rank stops after the same
       //    step, and the run is saved there so that it can go on later.
       if (micro == 0 && (preempted = preemption.should_stop())) {
         if (saves && !saved) save(done_in_epoch);
