@@ -7,9 +7,17 @@
 #   - `\image html X` whose X is in no chapters/*/figures/ or docs/images/ folder;
 #   - `\snippet FILE NAME` whose FILE is in neither src/ nor chapters/, or lacks the two
 #     `//! [NAME]` markers (or `// [NAME]`) around the quoted block;
-#   - a chapter page (chapters/ch*/README.md) without its navigation line both before its first
-#     `## ` section and as its last non-empty line, in the form
+#   - a page without `[TOC]` (its table of contents) before its first `## ` section;
+#   - a page other than the front page (docs/mainpage.md) without its navigation line both before
+#     its first `## ` section and as its last non-empty line, in the form
 #     **Previous:** @ref <page> "<title>" · **Next:** @ref <page> "<title>";
+#   - a `\snippet` without its caption, `<div class="snippet-caption">` naming the quoted file
+#     from the repository's root, on the line before it (blank lines between allowed);
+#   - a chapter page (chapters/ch*/README.md) with more than WORD_BUDGET words of prose: words
+#     outside blocks of code, output and diagrams, and outside \snippet and \image lines;
+#   - a chapter page with what looks like a commit hash (7 to 12, or 40, hexadecimal digits with
+#     both digits and letters) outside blocks of code and output: dated evidence belongs in the
+#     chapter's measurements appendix;
 #   - `@ref id` to a page or section id defined nowhere: ids that start with chapter, index or
 #     conventions, or contain `_` (Doxygen's warnings catch references to the API). An id is
 #     defined by `{#id}` in a page, or by \page, \section, \subsection or \anchor in a page or
@@ -22,6 +30,7 @@ if(NOT ROOT)
 endif()
 get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 
+set(WORD_BUDGET 4500)
 set(NAVIGATION_FORM "**Previous:** @ref <page> \"<title>\" · **Next:** @ref <page> \"<title>\"")
 set(NAVIGATION_REGEX "^\\*\\*Previous:\\*\\* @ref [A-Za-z0-9_]+ \"[^\"]+\" · \\*\\*Next:\\*\\* @ref [A-Za-z0-9_]+ \"[^\"]+\"[ \t]*$")
 
@@ -88,6 +97,9 @@ foreach(page ${pages})
   set(top_navigation 0)
   set(last_text_line 0)
   set(last_text "")
+  set(toc_line 0)
+  set(prose_words 0)
+  set(previous_text "")
   foreach(line IN LISTS lines)
     math(EXPR line_number "${line_number} + 1")
     restore_line(line)
@@ -116,6 +128,32 @@ foreach(page ${pages})
     if(line MATCHES "${NAVIGATION_REGEX}" AND first_section EQUAL 0)
       set(top_navigation ${line_number})
     endif()
+    if(line MATCHES "^[ \t]*\\[TOC\\][ \t]*$" AND first_section EQUAL 0)
+      set(toc_line ${line_number})
+    endif()
+    # Prose: every word outside the blocks skipped above, except the lines that quote code or
+    # show a figure. (; would split the list of words.)
+    if(NOT line MATCHES "^[ \t]*[@\\](snippet|image)[{ \t]")
+      string(REPLACE ";" "," words "${line}")
+      string(REGEX MATCHALL "[^ \t]+" words "${words}")
+      list(LENGTH words word_count)
+      math(EXPR prose_words "${prose_words} + ${word_count}")
+    endif()
+    if(page MATCHES "^chapters/ch[^/]*/README\\.md$"
+       AND line MATCHES "(^|[^0-9A-Za-z])([0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]+)([^0-9A-Za-z]|$)")
+      string(REGEX MATCHALL "[0-9a-f]+" hex_runs "${line}")
+      foreach(run IN LISTS hex_runs)
+        string(LENGTH "${run}" run_length)
+        if(((run_length GREATER_EQUAL 7 AND run_length LESS_EQUAL 12) OR run_length EQUAL 40)
+           AND run MATCHES "[0-9]" AND run MATCHES "[a-f]")
+          # Only whole words: the run must not be part of a longer word.
+          string(REGEX MATCH "(^|[^0-9A-Za-z])${run}([^0-9A-Za-z]|$)" whole "${line}")
+          if(whole)
+            list(APPEND faults "${page}:${line_number}: '${run}' looks like a commit hash in the chapter's main text: dated evidence belongs in its measurements appendix")
+          endif()
+        endif()
+      endforeach()
+    endif()
     string(REGEX REPLACE "`[^`]*`" "" text "${line}")
 
     if(text MATCHES "[@\\\\]image[ \t]+html[ \t]+\"?([^ \t\"]+)")
@@ -136,6 +174,13 @@ foreach(page ${pages})
           break()
         endif()
       endforeach()
+      if(snippet_path)
+        file(RELATIVE_PATH snippet_from_root "${ROOT}" "${snippet_path}")
+        if(NOT previous_text MATCHES "<div class=\"snippet-caption\">" OR
+           NOT previous_text MATCHES "${snippet_from_root}")
+          list(APPEND faults "${page}:${line_number}: snippet '${snippet_name}' has no caption: put <div class=\"snippet-caption\">`${snippet_from_root}`</div> on the line before it")
+        endif()
+      endif()
       if(NOT snippet_path)
         list(APPEND faults "${page}:${line_number}: snippet file '${snippet_file}' is in none of src/, chapters/ and tests/")
       else()
@@ -165,9 +210,24 @@ foreach(page ${pages})
         list(APPEND faults "${page}:${line_number}: @ref ${id} names no page or section (no {#${id}} anywhere)")
       endif()
     endforeach()
+    if(line MATCHES "[^ \t]")
+      set(previous_text "${line}")
+    endif()
   endforeach()
 
-  if(page MATCHES "^chapters/ch[^/]*/README\\.md$")
+  if(toc_line EQUAL 0)
+    if(first_section EQUAL 0)
+      set(toc_at 1)
+    else()
+      set(toc_at ${first_section})
+    endif()
+    list(APPEND faults "${page}:${toc_at}: no table of contents: put a line [TOC] before the first section")
+  endif()
+  if(page MATCHES "^chapters/ch[^/]*/README\\.md$" AND prose_words GREATER WORD_BUDGET)
+    list(APPEND faults "${page}:1: ${prose_words} words of prose, over a chapter's budget of ${WORD_BUDGET}: move evidence to the measurements appendix, or say it once")
+  endif()
+
+  if(NOT page STREQUAL "docs/mainpage.md")
     if(top_navigation EQUAL 0)
       if(first_section EQUAL 0)
         set(first_section 1)
@@ -190,4 +250,4 @@ if(faults)
   message(FATAL_ERROR "${count} fault(s) in the book's ${page_count} pages")
 endif()
 list(LENGTH figures figure_count)
-message("${page_count} pages, ${figure_count} figures: every figure, snippet, reference and navigation line found")
+message("${page_count} pages, ${figure_count} figures: every figure, snippet and its caption, reference, table of contents and navigation line found; every chapter within ${WORD_BUDGET} words of prose and free of commit hashes")
