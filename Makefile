@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test cpu-only-check docs figures clean help compare-torch exercise handout grade gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
+.PHONY: all deps configure build test cpu-only-check docs pdf figures clean help compare-torch exercise handout grade gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -33,6 +33,7 @@ help:
 	@echo "make build      library, chapters, tests and benchmarks"
 	@echo "make cpu-only-check  build without CUDA in build-cpu-only/ and check it runs and refuses --device cuda"
 	@echo "make docs       the book as HTML in build/docs/html (Doxygen)"
+	@echo "make pdf        the book as one PDF, build/docs/lockstep.pdf (headless Chromium, qpdf)"
 	@echo "make exercise EX=ch01_softplus  test your starter.cpp of that exercise (FILE=path: another file)"
 	@echo "make handout DEST=dir  a student's copy without the exercises' solutions and answer keys"
 	@echo "make grade EX=ch01_softplus FILE=path  a student's file against the exercise's test: its score"
@@ -91,6 +92,13 @@ cpu-only-check: deps
 docs: configure
 	@cmake --build $(BUILD_DIR) --target docs
 	@echo "The book: $(BUILD_DIR)/docs/html/index.html"
+
+# The book as one PDF (front page, chapters, glossary, cheat sheet), printed from the HTML by
+# headless Chromium and joined with qpdf (tools/make_pdf.sh). Not part of make test.
+PDF_PACKAGES := chromium qpdf
+pdf: docs
+	$(call install_missing,$(PDF_PACKAGES))
+	@tools/make_pdf.sh $(BUILD_DIR)/docs/html $(BUILD_DIR)/docs/lockstep.pdf
 
 # Open MPI will not start as root without --allow-run-as-root. For root only, put a wrapper that
 # allows it first on the PATH (/usr/local/bin comes before /usr/bin), and say so; an mpirun
