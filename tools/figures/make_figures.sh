@@ -49,7 +49,9 @@ mpirun -n 1 "$build/chapter4" --device cpu --epochs 1 --metrics "$runs/ch4-1rank
 mpirun -n 2 "$build/chapter4" --device cpu --epochs 1 --metrics "$runs/ch4-2ranks.csv" > "$runs/ch4-2ranks.log"
 draw loss_1_vs_2_ranks.py "$runs/ch4-1rank.csv" "$runs/ch4-2ranks.csv" chapters/ch04_ddp/figures/loss_1_vs_2_ranks.svg
 
-# Chapter 5: the f16 loss scale, growing every 100 clean steps and halved by an inf at step 300.
+# Chapter 5: the bit layouts of f32, f16 and bf16 (no run: numpy's finfo and the formats' formulas),
+# and the f16 loss scale, growing every 100 clean steps and halved by an inf at step 300.
+draw float_formats.py chapters/ch05_mixed_precision/figures/float_formats.svg
 "$build/chapter5" --device cpu --amp f16 --epochs 1 --threads 1 --growth-interval 100 --inf-at-step 300 \
   --metrics "$runs/ch5-f16.csv" > "$runs/ch5-f16.log"
 draw loss_scale.py "$runs/ch5-f16.csv" chapters/ch05_mixed_precision/figures/loss_scale.svg 300
