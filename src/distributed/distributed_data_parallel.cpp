@@ -149,7 +149,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
   const Device device = module_device(*module_);
 
-  // 1. The buckets and their hooks (nothing is sent yet).
+  // The buckets and their hooks (nothing is sent yet).
   reducer_ = std::make_unique<Reducer>(params, group_,
                                        ReducerOptions()
                                            .first_bucket_bytes(static_cast<int64_t>(options_.first_bucket_cap_mb() * kMiB))
@@ -158,10 +158,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                            .gradient_as_bucket_view(options_.gradient_as_bucket_view())
                                            .comm_hook(options_.comm_hook()));
 
-  // 2. Same model, same buckets and the same dtype on the wire everywhere?
+  // Same model, same buckets and the same dtype on the wire everywhere?
   check_same_setup(group_, params, reducer_->buckets(), options_.comm_hook(), device);
 
-  // 3. Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
+  // Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
   //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)
   {
     NoGradGuard no_grad;

@@ -12,7 +12,7 @@ namespace lockstep {
 int64_t export_chrome_trace(const std::string& path, ProcessGroup& group) {
   // The collectives below would be recorded too: stop here.
   disable_trace();
-  // 1. One time axis: zero is the earliest start of any rank (the largest of the negatives; a
+  // One time axis: zero is the earliest start of any rank (the largest of the negatives; a
   //    rank that never started a recording offers -infinity, which never wins).
   const double start = trace_start_us();
   const Tensor origin = from_vector({start > 0.0 ? -start : -std::numeric_limits<double>::infinity()}, {1},
@@ -23,7 +23,7 @@ int64_t export_chrome_trace(const std::string& path, ProcessGroup& group) {
   const Tensor spans = from_vector(std::vector<int64_t>{trace_span_count()}, {1});
   group.all_reduce(spans, ReduceOp::Sum);
 
-  // 2. Collectives move tensors of one size on every rank: pad each rank's text with spaces
+  // Collectives move tensors of one size on every rank: pad each rank's text with spaces
   //    (which JSON ignores) to the longest, and gather them all as bytes.
   const Tensor longest = from_vector(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1});
   group.all_reduce(longest, ReduceOp::Max);
@@ -33,7 +33,7 @@ int64_t export_chrome_trace(const std::string& path, ProcessGroup& group) {
   const Tensor everyone = empty({width * group.size()}, TensorOptions().dtype(DType::u8));
   group.all_gather(everyone, padded);
 
-  // 3. Rank 0 joins the pieces into one list of events and writes the file.
+  // Rank 0 joins the pieces into one list of events and writes the file.
   if (group.rank() == 0) {
     const char* bytes = static_cast<const char*>(everyone.data());
     std::string events;

@@ -107,9 +107,9 @@ void ProcessGroup::start_watchdog(WatchdogHooks hooks) {
   const std::vector<uint8_t> all = gather_bytes(&mine, sizeof(mine), "process group set-up");
   std::vector<Settings> ranks(static_cast<size_t>(size_));
   std::memcpy(ranks.data(), all.data(), all.size());
-  // 1. A rank that could not read its settings: every rank names it (or says all had it).
+  // A rank that could not read its settings: every rank names it (or says all had it).
   if (const std::string problems = settings_problems(ranks); !problems.empty()) throw AgreedError(problems);
-  // 2. Settings every rank could read, but different ones.
+  // Settings every rank could read, but different ones.
   for (int r = 0; r < size_; ++r) {
     const Settings& theirs = ranks[r];
     if (theirs.timeout != mine.timeout) {

@@ -47,7 +47,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
       group_(group),
       find_unused_(options.find_unused_parameters()),
       grad_as_view_(options.gradient_as_bucket_view()) {
-  // 1. Buckets, filled walking the parameters backwards (the order backward produces their
+  // Buckets, filled walking the parameters backwards (the order backward produces their
   //    gradients), one open bucket per (dtype, device). A bucket closes once it reaches its cap:
   //    the first one of each kind is small so that communication starts early in backward.
   struct Open {
@@ -71,7 +71,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     if (!bucket.members.empty()) groups.push_back(std::move(bucket.members));
   }
 
-  // 2. Each bucket's flat buffer, and where each gradient goes in it.
+  // Each bucket's flat buffer, and where each gradient goes in it.
   slot_of_.resize(params_.size());
   for (std::vector<size_t>& members : groups) {
     Bucket bucket;
@@ -93,7 +93,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
   reset_marks();
 
   //! [hooks]
-  // 3. The hooks: backward calls them as each gradient is complete.
+  // The hooks: backward calls them as each gradient is complete.
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].second.register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_ready(i); }));
   }
@@ -210,7 +210,7 @@ void Reducer::finalize_backward() {
   finalize_queued_ = false;
   // This backward is the one the last synchronised forward prepared; the next needs another.
   sync_ = false;
-  // 1. Parameters that got no gradient were not used by this forward. Without
+  // Parameters that got no gradient were not used by this forward. Without
   //    find_unused_parameters their buckets would never be complete: say which they are.
   std::vector<size_t> unused;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -224,7 +224,7 @@ void Reducer::finalize_backward() {
         ". Every rank must average every parameter's gradient, so the all-reduce of their bucket could never start. "
         "If the model really skips them, pass find_unused_parameters(true); otherwise make the loss depend on them");
   }
-  // 2. With find_unused_parameters: which parameters did any rank use? A parameter this rank
+  // With find_unused_parameters: which parameters did any rank use? A parameter this rank
   //    did not use contributes the gradient it already holds (accumulated inside no_sync(),
   //    say), or zeros if it has none, as in PyTorch; one that no rank used keeps its gradient
   //    as it was.
@@ -256,7 +256,7 @@ void Reducer::finalize_backward() {
     const std::vector<double> total = used.to(Device::cpu()).to_vector<double>();
     for (size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = total[i] > 0.0;
   }
-  // 3. Wait for every bucket, then hand the averages to param.grad(). A finished all-reduce is
+  // Wait for every bucket, then hand the averages to param.grad(). A finished all-reduce is
   //    forgotten at once, so that reset_marks() below has nothing left to wait for.
   for (Bucket& bucket : buckets_) {
     {

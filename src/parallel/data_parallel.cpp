@@ -68,18 +68,18 @@ Tensor DataParallel::forward(const Tensor& input) {
   }
 
   //! [forward]
-  // 1. Scatter: chunks of ceil(B / n) rows, one per device (fewer chunks when B < n).
+  // Scatter: chunks of ceil(B / n) rows, one per device (fewer chunks when B < n).
   const std::vector<Tensor> chunks = scatter(input, devices_);
   const std::vector<Device> used(devices_.begin(), devices_.begin() + static_cast<std::ptrdiff_t>(chunks.size()));
 
-  // 2. Replicate: this step's weights into one replica per chunk, linked to the originals by
+  // Replicate: this step's weights into one replica per chunk, linked to the originals by
   //    autograd.
   const std::vector<std::shared_ptr<Module>> replicas = replicas_for(used);
 
-  // 3. Parallel apply: every replica's forward pass at once, one thread each.
+  // Parallel apply: every replica's forward pass at once, one thread each.
   const std::vector<Tensor> outputs = parallel_apply(replicas, chunks, used);
 
-  // 4. Gather: the outputs joined on the output device, where the loss will be computed.
+  // Gather: the outputs joined on the output device, where the loss will be computed.
   return gather(outputs, output_device_);
   //! [forward]
 }

@@ -147,9 +147,9 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   const Device device = input.device();
   const Tensor weight = in_channel_dtype(weight_in, input), bias = in_channel_dtype(bias_in, input);
 
-  // 1. This rank's statistics, one row: [mean (C) | var (C) | count], f64. -> (1, 2C + 1)
+  // This rank's statistics, one row: [mean (C) | var (C) | count], f64. -> (1, 2C + 1)
   const Tensor local = kernels::batch_norm_local_stats.call(device, input).reshape({1, 2 * C + 1});
-  // 2. Every rank's row, rank 0's first: (world, 2C + 1). A rank with no images sends count 0.
+  // Every rank's row, rank 0's first: (world, 2C + 1). A rank with no images sends count 0.
   const Tensor gathered = collectives.all_gather(local);
   LOCKSTEP_CHECK(gathered.dim() == 2 && gathered.size(1) == 2 * C + 1 && gathered.dtype() == DType::f64 &&
                      gathered.device() == device,
@@ -165,7 +165,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                  count, " in total (this rank's input has shape ", shape_str(input.shape()),
                  "); use larger batches, or put the model in eval mode");
 
-  // 3. The global statistics, merged by count; the running statistics move towards them
+  // The global statistics, merged by count; the running statistics move towards them
   //    (16-bit ones in f32 copies, rounded back once, as batch_norm does).
   Tensor mean, invstd;  // (C)
   const Tensor rm = in_channel_dtype(running_mean, input), rv = in_channel_dtype(running_var, input);
@@ -181,7 +181,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
     }
   }
 
-  // 4. Normalise this rank's slice with the global statistics.
+  // Normalise this rank's slice with the global statistics.
   Tensor out = empty(input.shape(), input.options());
   kernels::batch_norm_elemt.call(device, input, mean, invstd, weight, bias, out);
 
