@@ -25,7 +25,7 @@ COLOURS = figstyle.RANK_COLOURS + ["#8172b3"]
 def main(runs_dir, out):
     accuracy = {name: metrics.test_accuracy(os.path.join(runs_dir, "eb-%s.log" % name)) for name, *_ in RUNS}
     epochs = sorted(accuracy["a"])
-    fig = figstyle.figure(6.0, 3.6)
+    fig = figstyle.figure(6.4, 3.4)
     ax = fig.add_subplot()
     low, high = 0.74, 0.91  # the runs that learn; one that does not is named below the axis
     for (name, label, style, marker), colour in zip(RUNS, COLOURS):
@@ -39,7 +39,8 @@ def main(runs_dir, out):
     ax.set_xlabel("epoch (a: 938 optimiser steps each; b to e: 117)")
     ax.set_ylabel("test accuracy (10,000 images)")
     ax.set_title("Chapter 6: the CNN on Fashion-MNIST, effective batch 64 vs 512 (CPU)")
-    ax.legend(frameon=False, loc="lower right")
+    # The legend below the axes, off the curves (they cross the whole width of the plot).
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(-0.08, -0.17), handlelength=2.6)
     figstyle.save(fig, out)
 
     print("| run | " + " | ".join("epoch %d" % e for e in epochs) + " |")

@@ -25,11 +25,16 @@ def main(whole_csv, killed_csv, resumed_csv, saved_step, out):
             fillstyle="none", label="resumed from the checkpoint of step %d (%d of %d losses identical)"
             % (saved, same, len(resumed)))
     ax.axvline(saved, color="#888888", linewidth=0.8, linestyle="--")
-    ax.set_ylim(0.3, 3.4)  # room for the legend above the curve
+    top = max(r["loss"] for r in whole + killed + resumed)
+    ax.set_ylim(0.0, top * 1.08)
+    # The checkpoint's line is named at its top, where the loss has long come down.
+    ax.annotate("checkpoint of step %d" % saved, (saved, top * 1.08), xytext=(4, -4), textcoords="offset points",
+                ha="left", va="top", color="#555555")
     ax.set_xlabel("optimiser step (2 ranks x 32 images)")
     ax.set_ylabel("training loss (rank 0)")
     ax.set_title("Chapter 6: kill, resume, and the same run")
-    ax.legend(frameon=False, loc="upper right")
+    # The legend below the axes, off the curves.
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(-0.08, -0.17), ncol=1)
     figstyle.save(fig, out)
 
 
