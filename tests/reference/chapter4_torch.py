@@ -31,6 +31,7 @@ from chapter2_torch import load, make_model  # noqa: E402  (the same data and mo
 def run(rank, a):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(a.port))
+    # [ddp setup]
     dist.init_process_group("gloo", rank=rank, world_size=a.world)
     torch.set_num_threads(a.threads or max(1, os.cpu_count() // a.world))
     train_x, train_y = load(a.data, True)
@@ -42,8 +43,10 @@ def run(rank, a):
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=a.momentum)
     sampler = DistributedSampler(range(len(train_x)), num_replicas=a.world, rank=rank, shuffle=True, seed=a.seed)
     test_shard = list(DistributedSampler(range(len(test_x)), num_replicas=a.world, rank=rank, shuffle=False))
+    # [ddp setup]
 
     steps, samples, train_seconds, loss_value, acc = 0, 0, 0.0, float("nan"), 0.0
+    # [ddp loop]
     for epoch in range(1, a.epochs + 1):
         ddp.train()
         sampler.set_epoch(epoch - 1)
@@ -56,6 +59,7 @@ def run(rank, a):
             opt.zero_grad()
             loss.backward()
             opt.step()
+            # [ddp loop]
             samples += len(idx) * a.world
             steps += 1
             if a.max_steps and steps >= a.max_steps:

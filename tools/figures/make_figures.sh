@@ -38,9 +38,10 @@ draw roofline.py "$runs/roofline.csv" chapters/ch02_training/figures/roofline.sv
 "$build/chapter3" --device cpu --max-steps 4 --trace "$runs/ch3-trace.json" > "$runs/ch3-trace.log"
 draw phases_timeline.py "$runs/ch3-trace.json" chapters/ch03_data_parallel/figures/phases_timeline.svg
 
-# Chapter 4: a DDP step's timeline (small buckets, so that several all-reduces show), the
+# Chapter 4: a DDP step's timeline (small buckets, so that several all-reduces show; the median of 11
+# steps, since a 2-core machine shared with other work varies from step to step), the
 # sampler's shards, and the loss of one rank beside two.
-mpirun -n 2 "$build/chapter4" --device cpu --max-steps 4 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
+mpirun -n 2 "$build/chapter4" --device cpu --max-steps 12 --bucket-cap-mb 0.25 --first-bucket-cap-mb 0.1 \
   --trace "$runs/ch4-trace.json" > "$runs/ch4-trace.log"
 draw ddp_step_timeline.py "$runs/ch4-trace.json" chapters/ch04_ddp/figures/ddp_step_timeline.svg
 "$build/tools/figures/sampler_indices" 10 2 3 > "$runs/sampler.csv"

@@ -19,7 +19,7 @@ def main(indices, out):
         y = epochs.index(r["epoch"])
         ax.add_patch(figstyle.plt.Rectangle((r["index"] - 0.45, y - 0.4), 0.9, 0.8,
                                             color=figstyle.RANK_COLOURS[r["rank"] % len(figstyle.RANK_COLOURS)]))
-        ax.text(r["index"], y, str(r["position"] + 1), ha="center", va="center", color="white", fontsize=8)
+        ax.text(r["index"], y, str(r["position"] + 1), ha="center", va="center", color="white", fontsize=9)
     ax.set_xlim(-0.6, size - 0.4)
     ax.set_ylim(len(epochs) - 0.5, -0.5)
     ax.set_xticks(range(size))
