@@ -41,7 +41,7 @@ void add_rank_flags(CLI::App& app, RankFlags& flags) {
 
 DistributedRank start_rank(const RankFlags& flags) {
   //! [launch]
-  // 1. Who are we? mpirun started this program world_size times; the launcher's environment
+  // Who are we? mpirun started this program world_size times; the launcher's environment
   //    tells each copy its rank. The threads of this machine are shared between its ranks.
   const LaunchInfo launch = detect_launch();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -55,7 +55,7 @@ DistributedRank start_rank(const RankFlags& flags) {
   // open a context on cuda:0 (PyTorch's torch.cuda.set_device(local_rank)).
   if (device.is_cuda()) cuda::set_device(device);
 
-  // 2. The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
+  // The process group: MPI starts, and with NCCL each rank opens a communicator on its GPU.
   ProcessGroup& group = *init_process_group(backend, device, flags.options());
   log_rank(choice.start_line());
   print_rank0("world: " + std::to_string(group.size()) + " rank(s) started by " + launch.launcher + ", backend " +

@@ -33,11 +33,11 @@ std::vector<uint8_t> value_bytes(const std::string& value) {
 
 void check_ranks_agree(ProcessGroup& group, Device device, const std::vector<SharedSetting>& settings) {
   const CollectiveCaller caller("settings agreement");
-  // 1. One number per setting, its hash: one all-gather finds the first that differs.
+  // One number per setting, its hash: one all-gather finds the first that differs.
   std::vector<uint64_t> hashes;
   for (const SharedSetting& s : settings) hashes.push_back(fnv1a(s.value.data(), s.value.size()));
   const std::optional<Disagreement> differ = find_disagreement(group, hashes, device);
-  // 2. Every rank's text of that setting, so that the message can show each value.
+  // Every rank's text of that setting, so that the message can show each value.
   const SharedSetting& setting = settings[differ ? differ->item : 0];
   const std::vector<uint8_t> mine = value_bytes(setting.value);
   const Tensor local = from_vector(mine, {kValueBytes}, TensorOptions().dtype(DType::u8));
