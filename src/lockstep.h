@@ -39,6 +39,7 @@
 #include "distributed/rank_agreement.h"
 #include "distributed/reducer.h"
 #include "distributed/sync_batch_norm.h"
+#include "distributed/zero_redundancy_optimizer.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/batch_norm.h"
