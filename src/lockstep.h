@@ -31,6 +31,7 @@
 #include "distributed/collective_caller.h"
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/export_trace.h"
+#include "distributed/flat_shard.h"
 #include "distributed/join.h"
 #include "distributed/launch.h"
 #include "distributed/process_group.h"
