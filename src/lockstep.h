@@ -40,6 +40,7 @@
 #include "distributed/rank_agreement.h"
 #include "distributed/reducer.h"
 #include "distributed/sync_batch_norm.h"
+#include "distributed/zero2_optimizer.h"
 #include "distributed/zero_redundancy_optimizer.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"

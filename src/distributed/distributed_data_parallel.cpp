@@ -56,13 +56,16 @@ constexpr const char* kSameCaps =
 // layout of every bucket. A parameter that differs is named before anything it causes (a
 // different bucket, say).
 void check_same_setup(ProcessGroup& group, const std::vector<std::pair<std::string, Tensor>>& params,
-                      const std::vector<BucketSummary>& buckets, CommHook hook, Device device) {
+                      const std::vector<BucketSummary>& buckets, CommHook hook, bool shard_gradients, Device device) {
   const CollectiveCaller caller("DDP constructor checks");
-  // Items: 0 the number of parameters, 1 of buckets, 2 the hook. find_disagreement reports the
-  // first item that differs, so the bucket counts agree unless it is item 0 or 1.
-  const std::optional<Disagreement> counts = find_disagreement(
-      group, {static_cast<uint64_t>(params.size()), static_cast<uint64_t>(buckets.size()), static_cast<uint64_t>(hook)},
-      device);
+  // Items: 0 the number of parameters, 1 of buckets, 2 the hook, 3 whether gradients are
+  // sharded. find_disagreement reports the first item that differs, so the bucket counts agree
+  // unless it is item 0 or 1.
+  const std::optional<Disagreement> counts =
+      find_disagreement(group,
+                        {static_cast<uint64_t>(params.size()), static_cast<uint64_t>(buckets.size()),
+                         static_cast<uint64_t>(hook), static_cast<uint64_t>(shard_gradients)},
+                        device);
   LOCKSTEP_CHECK(!counts || counts->item != 0, "DistributedDataParallel: the ranks wrap different models: rank 0 has ",
                  counts ? counts->values[0] : 0, " parameters, rank(s) ", counts ? rank_list(counts->ranks) : "",
                  " have a different number (this rank has ", params.size(), ")");
@@ -97,6 +100,11 @@ void check_same_setup(ProcessGroup& group, const std::vector<std::pair<std::stri
                   comm_hook_name(static_cast<CommHook>(counts->values[0])), ", rank(s) ",
                   rank_list(counts->ranks), " a different one (this rank uses ", comm_hook_name(hook),
                   "); every rank must pass the same DistributedDataParallelOptions::comm_hook");
+  }
+  if (counts && counts->item == 3) {
+    LOCKSTEP_FAIL("DistributedDataParallel: rank 0 ", counts->values[0] ? "shards" : "does not shard",
+                  " its gradients, rank(s) ", rank_list(counts->ranks), counts->values[0] ? " do not" : " do",
+                  "; every rank must pass the same DistributedDataParallelOptions::shard_gradients");
   }
   if (counts && counts->item == 1) {
     const int other = counts->ranks.front();
@@ -156,10 +164,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                            .bucket_bytes(static_cast<int64_t>(options_.bucket_cap_mb() * kMiB))
                                            .find_unused_parameters(options_.find_unused_parameters())
                                            .gradient_as_bucket_view(options_.gradient_as_bucket_view())
-                                           .comm_hook(options_.comm_hook()));
+                                           .comm_hook(options_.comm_hook())
+                                           .shard_gradients(options_.shard_gradients()));
 
   // Same model, same buckets and the same dtype on the wire everywhere?
-  check_same_setup(group_, params, reducer_->buckets(), options_.comm_hook(), device);
+  check_same_setup(group_, params, reducer_->buckets(), options_.comm_hook(), options_.shard_gradients(), device);
 
   // Same starting point everywhere: rank 0's parameters and buffers, copied to all ranks.
   //    (Each rank initialised its own copy with its own random numbers, or loaded a checkpoint.)

@@ -51,6 +51,11 @@ class DistributedDataParallelOptions {
   /// gradients rounded to 16 bits; with f16, a gradient whose average exceeds 65504 arrives as
   /// inf (see CommHook). Every rank must pass the same hook.
   DistributedDataParallelOptions& comm_hook(CommHook value) { comm_hook_ = value; return *this; }
+  /// ZeRO-2 (DeepSpeed's stage 2, FSDP's SHARD_GRAD_OP): each bucket is reduce-scattered
+  /// instead of all-reduced, so that each rank receives the averaged gradients of its shard of
+  /// the bucket alone, and no rank keeps a whole gradient (param.grad() is released once in its
+  /// bucket). Zero2Optimizer steps the shards (default false). Every rank must pass the same.
+  DistributedDataParallelOptions& shard_gradients(bool value) { shard_gradients_ = value; return *this; }
   /// Whether buffers are broadcast every forward.
   bool broadcast_buffers() const { return broadcast_buffers_; }
   /// Whether unused parameters are allowed.
@@ -63,6 +68,8 @@ class DistributedDataParallelOptions {
   bool gradient_as_bucket_view() const { return grad_as_view_; }
   /// The communication hook.
   CommHook comm_hook() const { return comm_hook_; }
+  /// Whether gradients are sharded (ZeRO-2).
+  bool shard_gradients() const { return shard_gradients_; }
 
  private:
   bool broadcast_buffers_ = true;
@@ -72,6 +79,7 @@ class DistributedDataParallelOptions {
   double first_bucket_cap_mb_ = static_cast<double>(ReducerOptions().first_bucket_bytes()) / (1 << 20);
   bool grad_as_view_ = false;
   CommHook comm_hook_ = CommHook::none;
+  bool shard_gradients_ = false;
 };
 
 /// Wraps `module` so that its gradients are averaged across the ranks of a process group. The
@@ -116,9 +124,14 @@ class DistributedDataParallel : public Module, public Joinable {
 
   /// The wrapped module (PyTorch's `ddp.module`).
   Module& module() { return *module_; }
+  /// The group the gradients are averaged over (PyTorch's `ddp.process_group`).
+  ProcessGroup& process_group() { return group_; }
 
   /// The buckets, in the order their all-reduces start in every backward.
   std::vector<BucketSummary> buckets() const { return reducer_->buckets(); }
+  /// With shard_gradients: each bucket's parameters and this rank's shard of their averaged
+  /// gradients (see Reducer::gradient_shards).
+  std::vector<GradientShard> gradient_shards() const { return reducer_->gradient_shards(); }
 
   /// While a guard from no_sync() lives, forwards leave their backward passes local: the
   /// gradients accumulate in param.grad() on each rank without communication. The first

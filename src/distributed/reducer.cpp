@@ -5,6 +5,7 @@
 #include "tensor/autograd/engine.h"
 #include "core/error.h"
 #include "distributed/collective_caller.h"
+#include "distributed/flat_shard.h"
 #include "util/trace.h"
 
 namespace lockstep {
@@ -12,7 +13,11 @@ namespace lockstep {
 struct Reducer::Bucket {
   std::vector<size_t> members;   // parameter indices, in the order gradients are expected
   std::vector<int64_t> offsets;  // where each member's gradient starts in `flat`, in elements
-  Tensor flat;                   // flat: (total elements,) one dtype, one device
+  int64_t numel = 0;             // the members' elements together
+  TensorOptions options;         // their dtype and device
+  Tensor flat;                   // flat: (numel,) one dtype, one device; sharded: (padded,), only
+                                 // from its first gradient of a backward until it is sent
+  Tensor shard;                  // sharded: this rank's shard of the average, (padded / world,)
   Tensor compressed;             // flat in 16 bits, what a compression hook sends; else undefined
   size_t pending = 0;            // members still without a gradient in this backward
   std::shared_ptr<Work> work;    // the all-reduce, once started
@@ -46,7 +51,11 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     : params_(std::move(params)),
       group_(group),
       find_unused_(options.find_unused_parameters()),
-      grad_as_view_(options.gradient_as_bucket_view()) {
+      grad_as_view_(options.gradient_as_bucket_view()),
+      shard_gradients_(options.shard_gradients()) {
+  LOCKSTEP_CHECK(!shard_gradients_ || (!find_unused_ && !grad_as_view_ && options.comm_hook() == CommHook::none),
+                 "DistributedDataParallel: shard_gradients (ZeRO-2) does not combine with find_unused_parameters, ",
+                 "gradient_as_bucket_view or a comm_hook; leave those at their defaults");
   // Buckets, filled walking the parameters backwards (the order backward produces their
   //    gradients), one open bucket per (dtype, device). A bucket closes once it reaches its cap:
   //    the first one of each kind is small so that communication starts early in backward.
@@ -82,7 +91,14 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
       total += params_[i].second.numel();
     }
     const Tensor& first = params_[members.front()].second;
-    bucket.flat = zeros({total}, first.options());
+    bucket.numel = total;
+    bucket.options = first.options();
+    if (shard_gradients_) {
+      // Padded to a multiple of the world size, allocated when its first gradient arrives.
+      bucket.shard = zeros({shard_numel(total, group_.size())}, first.options());
+    } else {
+      bucket.flat = zeros({total}, first.options());
+    }
     if (options.comm_hook() != CommHook::none) {
       const DType wire = options.comm_hook() == CommHook::fp16_compress ? DType::f16 : DType::bf16;
       bucket.compressed = zeros({total}, first.options().dtype(wire));
@@ -133,11 +149,15 @@ std::vector<BucketSummary> Reducer::buckets() const {
   for (const Bucket& bucket : buckets_) {
     BucketSummary summary;
     for (size_t i : bucket.members) summary.names.push_back(params_[i].first);
-    summary.bytes = bucket.flat.nbytes();
-    summary.comm_bytes = bucket.sent().nbytes();
-    summary.numel = bucket.flat.numel();
-    summary.dtype = bucket.flat.dtype();
-    summary.device = bucket.flat.device();
+    const int64_t element = static_cast<int64_t>(element_size(bucket.options.dtype()));
+    summary.bytes = bucket.numel * element;
+    // A reduce-scatter sends the padded bucket; a compression hook sends 16 bits per element.
+    summary.comm_bytes = bucket.compressed.defined() ? bucket.compressed.nbytes()
+                         : shard_gradients_           ? bucket.shard.numel() * group_.size() * element
+                                                      : summary.bytes;
+    summary.numel = bucket.numel;
+    summary.dtype = bucket.options.dtype();
+    summary.device = bucket.options.device();
     out.push_back(std::move(summary));
   }
   return out;
@@ -156,8 +176,11 @@ void Reducer::mark_ready(size_t index) {
   const auto [b, position] = slot_of_[index];
   Bucket& bucket = buckets_[b];
   const Tensor& param = params_[index].second;
+  if (shard_gradients_ && !bucket.flat.defined()) bucket.flat = zeros({bucket.shard.numel() * group_.size()}, bucket.options);
   const Tensor into = slot(bucket.flat, bucket.offsets[position], param);
   if (!is_slot(param.grad(), into)) into.copy_(param.grad());
+  // ZeRO-2 keeps no whole gradient: the bucket holds it until its reduce-scatter is sent.
+  if (shard_gradients_) param.set_grad(Tensor());
   ready_[index] = true;
   if (--bucket.pending == 0) launch_ready_buckets();
 }
@@ -177,7 +200,8 @@ void Reducer::launch_ready_buckets() {
     // stay inf and NaN.
     if (bucket.compressed.defined()) bucket.compressed.copy_(bucket.flat);
     const CollectiveCaller caller("DDP bucket " + std::to_string(index));
-    bucket.work = group_.all_reduce_async(bucket.sent(), ReduceOp::Sum);
+    bucket.work = shard_gradients_ ? group_.reduce_scatter_async(bucket.shard, bucket.flat, ReduceOp::Sum)
+                                   : group_.all_reduce_async(bucket.sent(), ReduceOp::Sum);
   }
 }
 //! [bucket ready]
@@ -193,9 +217,16 @@ void Reducer::shadow_backward() {
   std::vector<Tensor> zero_buckets;
   std::vector<std::shared_ptr<Work>> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    zero_buckets.push_back(zeros_like(buckets_[b].sent()));
     const CollectiveCaller caller("DDP bucket " + std::to_string(b));
-    works.push_back(group_.all_reduce_async(zero_buckets.back(), ReduceOp::Sum));
+    if (shard_gradients_) {
+      const Tensor& shard = buckets_[b].shard;
+      zero_buckets.push_back(zeros({shard.numel() * group_.size()}, buckets_[b].options));
+      zero_buckets.push_back(zeros_like(shard));
+      works.push_back(group_.reduce_scatter_async(zero_buckets.back(), zero_buckets[zero_buckets.size() - 2], ReduceOp::Sum));
+    } else {
+      zero_buckets.push_back(zeros_like(buckets_[b].sent()));
+      works.push_back(group_.all_reduce_async(zero_buckets.back(), ReduceOp::Sum));
+    }
   }
   if (find_unused_) {
     // Nothing used here: a 0 for every parameter.
@@ -264,6 +295,11 @@ void Reducer::finalize_backward() {
       bucket.work->wait();
     }
     bucket.work.reset();
+    if (shard_gradients_) {
+      // This rank's shard is in bucket.shard; the whole bucket is no longer needed.
+      bucket.flat = Tensor();
+      continue;
+    }
     if (bucket.compressed.defined()) bucket.flat.copy_(bucket.compressed);  // exact: 16 bits fit in f32
     const RecordFunction span("DDP: copy averages into grad", "ddp");
     for (size_t position = 0; position < bucket.members.size(); ++position) {
@@ -281,6 +317,19 @@ void Reducer::finalize_backward() {
     }
   }
   reset_marks();
+}
+
+std::vector<GradientShard> Reducer::gradient_shards() const {
+  LOCKSTEP_CHECK(shard_gradients_, "DistributedDataParallel: gradient shards exist only with shard_gradients(true) (ZeRO-2)");
+  std::vector<GradientShard> out;
+  for (const Bucket& bucket : buckets_) {
+    GradientShard shard;
+    for (size_t i : bucket.members) shard.params.push_back(params_[i].second);
+    shard.numel = bucket.numel;
+    shard.shard = bucket.shard;
+    out.push_back(std::move(shard));
+  }
+  return out;
 }
 
 }  // namespace lockstep

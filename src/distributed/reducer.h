@@ -1,6 +1,7 @@
 /// \file
 /// The Reducer: the part of DistributedDataParallel that averages gradients across ranks while
-/// backward is still running (torch's C++ `Reducer`).
+/// backward is still running (torch's C++ `Reducer`), or, for ZeRO-2, reduce-scatters them so
+/// that each rank keeps its shard alone.
 ///
 /// Parameters are grouped into buckets, in reverse registration order, because backward
 /// produces gradients roughly in that order: the last layer's first. A hook on each parameter
@@ -77,6 +78,10 @@ class ReducerOptions {
   ReducerOptions& gradient_as_bucket_view(bool value) { grad_as_view_ = value; return *this; }
   /// The dtype buckets travel in (see CommHook; default CommHook::none).
   ReducerOptions& comm_hook(CommHook value) { comm_hook_ = value; return *this; }
+  /// ZeRO-2: reduce-scatter each bucket instead of all-reducing it, so that each rank receives
+  /// the average of its shard of the bucket alone (see Reducer::gradient_shards; default false).
+  /// Does not combine with find_unused_parameters, gradient_as_bucket_view or a comm_hook.
+  ReducerOptions& shard_gradients(bool value) { shard_gradients_ = value; return *this; }
 
   /// The first bucket's cap in bytes.
   int64_t first_bucket_bytes() const { return first_bucket_bytes_; }
@@ -88,6 +93,8 @@ class ReducerOptions {
   bool gradient_as_bucket_view() const { return grad_as_view_; }
   /// The communication hook.
   CommHook comm_hook() const { return comm_hook_; }
+  /// Whether buckets are reduce-scattered into shards (ZeRO-2).
+  bool shard_gradients() const { return shard_gradients_; }
 
  private:
   int64_t first_bucket_bytes_ = int64_t(1) << 20;
@@ -95,6 +102,17 @@ class ReducerOptions {
   bool find_unused_ = false;
   bool grad_as_view_ = false;
   CommHook comm_hook_ = CommHook::none;
+  bool shard_gradients_ = false;
+};
+
+/// One bucket's share of the gradients on this rank, when the Reducer shards them (ZeRO-2).
+/// The bucket is its parameters' gradients laid end to end in `params`' order, padded with zeros
+/// to a multiple of the world size; rank r receives the r-th of its equal shards
+/// (flat_shard.h's layout).
+struct GradientShard {
+  std::vector<Tensor> params;  ///< the bucket's parameters, in the order of their gradients in it
+  int64_t numel = 0;           ///< the elements of their gradients together, padding excluded
+  Tensor shard;                ///< this rank's shard of the averaged gradients: (shard_numel(numel, world),)
 };
 
 /// Averages the gradients of `params` across the ranks of a group, bucket by bucket, overlapped
@@ -135,6 +153,12 @@ class Reducer {
   /// The buckets, in the order their all-reduces are started.
   std::vector<BucketSummary> buckets() const;
 
+  /// With ReducerOptions::shard_gradients: each bucket's parameters and this rank's shard of
+  /// their averaged gradients, which every averaging backward overwrites. In that mode a
+  /// parameter's gradient is released once it is in its bucket, and the bucket once it is sent,
+  /// so that after backward a rank holds only its shards. Without it, an error.
+  std::vector<GradientShard> gradient_shards() const;
+
  private:
   struct Bucket;
   // A hook: parameter `index` has its gradient for this backward.
@@ -154,6 +178,7 @@ class Reducer {
   ProcessGroup& group_;
   bool find_unused_;
   bool grad_as_view_;
+  bool shard_gradients_;
   std::vector<Bucket> buckets_;
   std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, position in bucket)
   std::vector<uint64_t> hooks_;
