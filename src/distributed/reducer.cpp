@@ -219,10 +219,11 @@ void Reducer::shadow_backward() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const CollectiveCaller caller("DDP bucket " + std::to_string(b));
     if (shard_gradients_) {
-      const Tensor& shard = buckets_[b].shard;
-      zero_buckets.push_back(zeros({shard.numel() * group_.size()}, buckets_[b].options));
-      zero_buckets.push_back(zeros_like(shard));
-      works.push_back(group_.reduce_scatter_async(zero_buckets.back(), zero_buckets[zero_buckets.size() - 2], ReduceOp::Sum));
+      const Tensor input = zeros({buckets_[b].shard.numel() * group_.size()}, buckets_[b].options);
+      const Tensor output = zeros_like(buckets_[b].shard);
+      zero_buckets.push_back(input);
+      zero_buckets.push_back(output);
+      works.push_back(group_.reduce_scatter_async(output, input, ReduceOp::Sum));
     } else {
       zero_buckets.push_back(zeros_like(buckets_[b].sent()));
       works.push_back(group_.all_reduce_async(zero_buckets.back(), ReduceOp::Sum));

@@ -25,7 +25,10 @@
 namespace lockstep {
 
 /// Steps the gradient shards of a DistributedDataParallel built with shard_gradients(true).
-/// step() is a collective: every rank calls it after the same backward.
+/// step() is a collective: every rank calls it after the same backward. It is not joinable
+/// (PyTorch's ZeroRedundancyOptimizer is): under a Join, a rank that has run out of inputs does
+/// not step, and the others would wait in its all-gathers, so every rank must take the same
+/// number of steps.
 class Zero2Optimizer {
  public:
   /// Takes this rank's shard of every bucket's parameters as master shards (f32, as the

@@ -132,30 +132,20 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Pro
     numels.push_back(p.numel());
   }
   owner_ = partition_parameters(numels, group_.size());
+  partitions_.resize(static_cast<size_t>(group_.size()));
+  for (size_t i = 0; i < params_.size(); ++i) partitions_[static_cast<size_t>(owner_[i])].push_back(i);
 
   // A rank without parameters would have no optimiser to step or to schedule: refuse, on every
   // rank alike (the partition is the same everywhere), rather than leave one rank out.
   for (int rank = 0; rank < group_.size(); ++rank) {
-    LOCKSTEP_CHECK(std::count(owner_.begin(), owner_.end(), rank) > 0, "ZeroRedundancyOptimizer: rank ", rank,
-                   " of ", group_.size(), " would own no parameter (the model has ", params_.size(),
-                   "); run with at most ", params_.size(), " ranks");
+    LOCKSTEP_CHECK(!partitions_[static_cast<size_t>(rank)].empty(), "ZeroRedundancyOptimizer: rank ", rank, " of ",
+                   group_.size(), " would own no parameter (the model has ", params_.size(), "); run with at most ",
+                   params_.size(), " ranks");
   }
   std::vector<Tensor> mine;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (owner_[i] != group_.rank()) continue;
-    local_to_global_.push_back(i);
-    mine.push_back(params_[i]);
-  }
+  for (size_t i : partition(group_.rank())) mine.push_back(params_[i]);
   optimizer_ = make_optimizer(std::move(mine));
   LOCKSTEP_CHECK(optimizer_ != nullptr, "ZeroRedundancyOptimizer: the optimizer factory returned no optimizer");
-}
-
-std::vector<size_t> ZeroRedundancyOptimizer::partition(int rank) const {
-  std::vector<size_t> indices;
-  for (size_t i = 0; i < owner_.size(); ++i) {
-    if (owner_[i] == rank) indices.push_back(i);
-  }
-  return indices;
 }
 
 void ZeroRedundancyOptimizer::step() {
@@ -169,7 +159,7 @@ void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
   for (int rank = 0; rank < group_.size(); ++rank) {
     std::vector<Tensor> flat_pieces;
-    const std::vector<size_t> owned = partition(rank);
+    const std::vector<size_t>& owned = partition(rank);
     for (size_t i : owned) flat_pieces.push_back(params_[i].reshape({params_[i].numel()}));
     const Tensor flat = cat(flat_pieces, 0);
     group_.broadcast(flat, rank);
@@ -198,7 +188,7 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
     const std::vector<uint8_t> bytes =
         broadcast_bytes(group_, rank == group_.rank() ? pack_state(mine.state) : std::vector<uint8_t>{}, rank);
     if (group_.rank() != to) continue;
-    const std::vector<size_t> owned = partition(rank);
+    const std::vector<size_t>& owned = partition(rank);
     for (auto& [key, tensor] : unpack_state(bytes)) {
       size_t local = 0;
       std::string name;
@@ -234,11 +224,12 @@ void ZeroRedundancyOptimizer::load_state_dict(const OptimizerStateDict& state) {
                  "the state is of ", state.num_params, " parameters, this optimizer has ", params_.size());
   // Keep the entries of this rank's parameters, renumbered to its optimiser's indices.
   std::vector<size_t> global_to_local(params_.size(), SIZE_MAX);
-  for (size_t j = 0; j < local_to_global_.size(); ++j) global_to_local[local_to_global_[j]] = j;
+  const std::vector<size_t>& local_to_global = partition(group_.rank());
+  for (size_t j = 0; j < local_to_global.size(); ++j) global_to_local[local_to_global[j]] = j;
   OptimizerStateDict mine;
   mine.optimizer = state.optimizer;
   mine.param_group = state.param_group;
-  mine.num_params = static_cast<int64_t>(local_to_global_.size());
+  mine.num_params = static_cast<int64_t>(local_to_global.size());
   for (const auto& [key, tensor] : state.state) {
     size_t index = 0;
     std::string name;

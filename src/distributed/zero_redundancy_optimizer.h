@@ -66,8 +66,9 @@ class ZeroRedundancyOptimizer {
   const std::vector<Tensor>& params() const { return params_; }
   /// The rank that owns parameter `param_index`.
   int rank_of(size_t param_index) const { return owner_.at(param_index); }
-  /// The indices (into params()) of the parameters `rank` owns, in their order.
-  std::vector<size_t> partition(int rank) const;
+  /// The indices (into params()) of the parameters `rank` owns, in their order: rank
+  /// group.rank()'s optimiser's parameter j is params()[partition(rank)[j]].
+  const std::vector<size_t>& partition(int rank) const { return partitions_.at(static_cast<size_t>(rank)); }
 
   /// Gathers every rank's optimiser state on rank `to` (a collective), so that state_dict()
   /// can return the whole of it there, as torch's consolidate_state_dict(to).
@@ -86,7 +87,7 @@ class ZeroRedundancyOptimizer {
   ProcessGroup& group_;
   std::vector<Tensor> params_;
   std::vector<int> owner_;                 // owner_[i]: the rank of parameter i
-  std::vector<size_t> local_to_global_;    // this rank's optimiser's parameter j is params_[...]
+  std::vector<std::vector<size_t>> partitions_;  // partitions_[r]: the parameters rank r owns
   std::unique_ptr<Optimizer> optimizer_;   // over this rank's partition
   int consolidated_on_ = -1;               // the rank state_dict() may be called on, or -1
   OptimizerStateDict consolidated_;        // the whole state, on that rank

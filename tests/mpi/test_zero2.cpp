@@ -64,7 +64,7 @@ TEST_P(Zero2Steps, TrainsAsDdpWithAPlainOptimizerAndKeepsOnlyShards) {
   ASSERT_GT(sharded->buckets().size(), 2u) << "the test needs several buckets";
   Zero2Optimizer zero2(*sharded, optimizer(GetParam()));
   const std::unique_ptr<Optimizer> reference = optimizer(GetParam())(plain->parameters());
-  const std::vector<Tensor> plain_params = plain->parameters();
+  const std::vector<Tensor> plain_params = plain->parameters(), sharded_params = sharded->parameters();
   for (int step = 0; step < 3; ++step) {
     const auto [x, y] = batch(step, rank, world);
     zero2.zero_grad();
@@ -73,7 +73,7 @@ TEST_P(Zero2Steps, TrainsAsDdpWithAPlainOptimizerAndKeepsOnlyShards) {
     cross_entropy((*plain)(x), y).backward();
     // Only shards remain: no parameter holds a whole gradient, and each bucket's shard is this
     // rank's shard of the averages DDP hands the plain copy.
-    for (const Tensor& p : sharded->parameters()) ASSERT_FALSE(p.grad().defined()) << "step " << step;
+    for (const Tensor& p : sharded_params) ASSERT_FALSE(p.grad().defined()) << "step " << step;
     const std::vector<GradientShard> shards = sharded->gradient_shards();
     size_t first = 0;
     for (const GradientShard& shard : shards) {
@@ -81,9 +81,8 @@ TEST_P(Zero2Steps, TrainsAsDdpWithAPlainOptimizerAndKeepsOnlyShards) {
       // The plain model's parameters of this bucket: the same positions in parameters().
       std::vector<Tensor> same;
       for (const Tensor& p : shard.params) {
-        const std::vector<Tensor> all = sharded->parameters();
-        for (size_t i = 0; i < all.size(); ++i) {
-          if (all[i].storage() == p.storage()) same.push_back(plain_params[i]);
+        for (size_t i = 0; i < sharded_params.size(); ++i) {
+          if (sharded_params[i].storage() == p.storage()) same.push_back(plain_params[i]);
         }
       }
       ASSERT_EQ(same.size(), shard.params.size());
@@ -93,7 +92,7 @@ TEST_P(Zero2Steps, TrainsAsDdpWithAPlainOptimizerAndKeepsOnlyShards) {
     zero2.step();
     reference->step();
   }
-  const std::vector<Tensor> got = sharded->parameters();
+  const std::vector<Tensor>& got = sharded_params;
   // SGD is linear in the gradient, so rounding stays rounding; Adam divides by the gradient's
   // root mean square, which magnifies a rounding of a gradient near zero up to the step size.
   const double rel = GetParam() == "adam" ? 1e-4 : 1e-6;
