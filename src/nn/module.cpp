@@ -257,7 +257,31 @@ IncompatibleKeys Module::load_state_dict(const StateDict& state, bool strict) {
 
 Tensor Module::operator()(const Tensor& input) {
   const RecordFunction span([this] { return name() + ".forward"; }, "module");
-  return forward(input);
+  for (const auto& [handle, hook] : forward_pre_hooks_) hook(*this, input);
+  Tensor output = forward(input);
+  for (const auto& [handle, hook] : forward_hooks_) output = hook(*this, input, output);
+  return output;
+}
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  forward_pre_hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  forward_hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void Module::remove_forward_hook(HookHandle handle) {
+  const auto erase = [handle](auto& hooks) {
+    const auto found = std::find_if(hooks.begin(), hooks.end(), [handle](const auto& h) { return h.first == handle; });
+    if (found == hooks.end()) return false;
+    hooks.erase(found);
+    return true;
+  };
+  LOCKSTEP_CHECK(erase(forward_pre_hooks_) || erase(forward_hooks_), "remove_forward_hook: ", name(),
+                 " has no forward hook with handle ", handle, " (already removed?)");
 }
 
 std::string Module::name() const {

@@ -41,6 +41,17 @@ struct IncompatibleKeys {
   std::vector<std::string> unexpected_keys;  ///< The state dict's keys that the module lacks.
 };
 
+class Module;
+
+/// A hook run before a module's forward (torch's register_forward_pre_hook): it sees the module
+/// and its input. FSDP all-gathers a unit's parameters here.
+using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+/// A hook run after a module's forward (torch's register_forward_hook): it sees the module, the
+/// input and the output, and returns the output the caller receives (the same, or another, as a
+/// PyTorch hook that returns a value replaces it). FSDP frees a unit's parameters here and
+/// threads the output through a node whose backward gathers them again.
+using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+
 /// The base class of layers and models, like torch.nn.Module. Subclasses register their
 /// parameters, buffers and children in the constructor and implement forward().
 ///
@@ -61,6 +72,16 @@ class Module {
   /// Runs forward(input): `model(x)` as in PyTorch. While tracing (util/trace.h) the call is a
   /// span named after the module, "Conv2d.forward", so nested modules show as nested spans.
   Tensor operator()(const Tensor& input);
+
+  // Hooks around forward (only operator() runs them, as only PyTorch's __call__ does)
+  /// Runs `hook` before each forward, after the hooks registered before it; returns a handle
+  /// for remove_forward_hook.
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  /// Runs `hook` after each forward, after the hooks registered before it, each receiving the
+  /// output the previous one returned; returns a handle for remove_forward_hook.
+  HookHandle register_forward_hook(ForwardHook hook);
+  /// Removes a hook registered by either function (an unknown handle is an error).
+  void remove_forward_hook(HookHandle handle);
 
   // Registration (called by subclasses' constructors)
   /// Adds a learnable tensor under `name` and marks it requires_grad; returns it so that a
@@ -193,6 +214,9 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<HookHandle, ForwardPreHook>> forward_pre_hooks_;
+  std::vector<std::pair<HookHandle, ForwardHook>> forward_hooks_;
+  HookHandle next_hook_ = 1;
   bool training_ = true;
 };
 

@@ -278,6 +278,35 @@ TEST(Module, LoadStateDictRejectsWrongShapesAndKinds) {
                "dtype mismatch for num_batches_tracked: cannot copy a f32 tensor into the model's i64 one.");
 }
 
+// register_forward_pre_hook and register_forward_hook: run by operator() in registration order,
+// each forward hook given the output the previous one returned; forward() alone runs none.
+TEST(Module, ForwardHooksRunAroundForwardInOrder) {
+  Linear layer(2, 2);
+  std::vector<std::string> calls;
+  const HookHandle pre = layer.register_forward_pre_hook([&](Module& m, const Tensor& input) {
+    calls.push_back("pre " + m.name() + " " + shape_str(input.shape()));
+  });
+  layer.register_forward_hook([&](Module&, const Tensor&, const Tensor& output) {
+    calls.push_back("double");
+    return output * 2.0;
+  });
+  layer.register_forward_hook([&](Module&, const Tensor& input, const Tensor& output) {
+    // The output the first hook returned: twice forward's.
+    EXPECT_EQ(values(output), values(layer.forward(input) * 2.0));
+    calls.push_back("check");
+    return output;
+  });
+  const Tensor x = ones({1, 2});
+  const Tensor y = layer(x);
+  EXPECT_EQ(calls, (std::vector<std::string>{"pre Linear [1, 2]", "double", "check"}));
+  EXPECT_EQ(values(y), values(layer.forward(x) * 2.0));
+  calls.clear();
+  layer.remove_forward_hook(pre);
+  (void)layer(x);
+  EXPECT_EQ(calls, (std::vector<std::string>{"double", "check"}));
+  expect_error([&] { layer.remove_forward_hook(pre); }, "Linear has no forward hook with handle");
+}
+
 TEST(Module, PrintsLikePyTorch) {
   // print(nn.Sequential(nn.Linear(4, 3), nn.Sequential(nn.ReLU(), Scaled())))
   EXPECT_EQ(nested()->str(),
