@@ -39,6 +39,18 @@ class Storage {
   int64_t version() const { return version_.load(std::memory_order_relaxed); }
   /// Counts one more in-place change (atomic: DataParallel's replicas run on several threads).
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  /// Sets the count back to `version`, which it had before a write that put back the very
+  /// values it held then (torch.autograd._unsafe_preserve_version_counter). Only FSDP does this:
+  /// it refills a freed parameter with the values autograd saved, and the saved tensors, which
+  /// compare versions, must go on accepting it.
+  void restore_version(int64_t version) { version_.store(version, std::memory_order_relaxed); }
+
+  /// Gives the memory back to the allocator and takes `nbytes` new, uninitialised bytes in its
+  /// place (PyTorch's `untyped_storage().resize_(nbytes)`, which FSDP uses the same way): every
+  /// tensor viewing this storage keeps its shape, and sees the new bytes. Resizing to 0 frees the
+  /// memory while the tensors live on; reading one of them then is an error (Tensor::data), until
+  /// a resize back gives it bytes again.
+  void resize(size_t nbytes);
 
  private:
   void* data_;

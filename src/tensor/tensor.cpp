@@ -113,6 +113,11 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data() const {
+  // An FSDP parameter between its all-gathers has no bytes (Storage::resize(0)).
+  LOCKSTEP_CHECK(storage()->nbytes() != 0 || numel() == 0, "the memory of this ", shape_str(shape()),
+                 " tensor has been freed (FSDP frees a unit's whole parameters between its forward and "
+                 "backward): read its values through the FSDP module, which gathers them (full_state_dict, unshard), "
+                 "or give the optimiser the sharded parameters of FSDPModule::parameters()");
   return static_cast<char*>(storage()->data()) + offset() * static_cast<int64_t>(element_size(dtype()));
 }
 

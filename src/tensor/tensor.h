@@ -127,7 +127,8 @@ class Tensor {
   bool is_contiguous() const;
   /// The shared memory block.
   const std::shared_ptr<Storage>& storage() const;
-  /// Address of the first element (storage start plus offset).
+  /// Address of the first element (storage start plus offset). An error when the storage's
+  /// memory has been freed (Storage::resize(0), as FSDP does between a unit's uses).
   void* data() const;
   /// Typed address of the first element; checks that T matches dtype().
   template <class T> T* data_ptr() const;

@@ -202,6 +202,28 @@ TEST(Tensor, SetDataKeepsIdentityAndAutograd) {
   EXPECT_FALSE(alias.grad().defined());
 }
 
+// FSDP's way of freeing a parameter between uses: the storage gives its memory back while the
+// tensors that view it live on; reading one is then an error, and a resize back gives every view
+// the new bytes.
+TEST(Tensor, StorageResizedToNothingAndBack) {
+  const Tensor t = from_vector({1, 2, 3, 4}, {4});
+  const Tensor view = t.slice(0, 2, 4);
+  const Tensor saved = t.detach();  // what autograd keeps of a tensor it saves
+  const int64_t version = t.version();
+  t.storage()->resize(0);
+  EXPECT_EQ(t.storage()->nbytes(), 0u);
+  EXPECT_EQ(view.shape(), (Shape{2}));
+  test::expect_error([&] { (void)view.to_vector<float>(); }, "the memory of this [2] tensor has been freed");
+  t.storage()->resize(4 * sizeof(float));
+  t.copy_(from_vector({5, 6, 7, 8}, {4}));
+  EXPECT_EQ(view.to_vector<float>(), (std::vector<float>{7, 8}));
+  EXPECT_EQ(saved.to_vector<float>(), (std::vector<float>{5, 6, 7, 8}));
+  // The copy counted as a change; a refill with the saved values may put the count back.
+  EXPECT_EQ(saved.version(), version + 1);
+  t.storage()->restore_version(version);
+  EXPECT_EQ(saved.version(), version);
+}
+
 TEST(Tensor, ZeroDimensionalTensorsHaveNoDimensionsToIndex) {
   const Tensor s = full({}, 3.0);
   expect_error([&] { s.size(0); }, "a 0-d tensor has no dimensions");
