@@ -4,6 +4,9 @@
 //   --fault busy       rank 1 computes (sleeps) instead of joining the second all-reduce;
 //   --fault mismatch   rank 1 calls a barrier, from another caller, where rank 0 all-reduces
 //                      (with LOCKSTEP_DISTRIBUTED_DEBUG=DETAIL the fingerprints name it);
+//   --fault fsdp-freeze  both ranks train the MLP under FSDP; rank 1 stops itself (SIGSTOP)
+//                      after the first step, so rank 0 waits in the second step's first
+//                      all-gather of parameters;
 //   --fault none       nobody misbehaves (the job succeeds).
 // Rank 0 always runs: all_reduce "first" (4 floats), all_reduce "second" (1,000 floats).
 // tests/mpi/expect_job_fails.cmake runs it and checks the message and the time to the end.
@@ -19,7 +22,7 @@ int main(int argc, char** argv) {
   CLI::App app("A job with a misbehaving rank 1");
   std::string fault = "none";
   double timeout = 5.0;
-  app.add_option("--fault", fault, "freeze, busy, mismatch or none")->check(CLI::IsMember({"freeze", "busy", "mismatch", "none"}));
+  app.add_option("--fault", fault, "freeze, busy, mismatch or none")->check(CLI::IsMember({"freeze", "busy", "mismatch", "fsdp-freeze", "none"}));
   app.add_option("--timeout", timeout, "the collective timeout, seconds");
   return lockstep::run_program(app, argc, argv, [&] {
     using namespace lockstep;
@@ -28,6 +31,24 @@ int main(int argc, char** argv) {
     {
       CollectiveCaller caller("first");
       group.all_reduce(ones({4}));
+    }
+    if (fault == "fsdp-freeze") {
+      // Each Linear a unit, then the root; two steps, rank 1 frozen between them.
+      const std::shared_ptr<Module> model = make_model("mlp");
+      for (const auto& [name, child] : model->named_children()) {
+        if (child->name() == "Linear") fully_shard(child);
+      }
+      const std::shared_ptr<FSDPModule> root = fully_shard(model);
+      SGD opt(root->parameters(), SGDOptions(0.1));
+      for (int step = 0; step < 2; ++step) {
+        if (step == 1 && group.rank() == 1) std::raise(SIGSTOP);
+        opt.zero_grad();
+        cross_entropy((*model)(ones({2, 1, 28, 28})), from_vector(std::vector<int64_t>{1, 2}, {2})).backward();
+        opt.step();
+      }
+      log_rank("finished");
+      destroy_process_group();
+      return 0;
     }
     const bool misbehave = group.rank() == 1 && fault != "none";
     if (misbehave && fault == "freeze") std::raise(SIGSTOP);
