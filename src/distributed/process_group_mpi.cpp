@@ -103,6 +103,9 @@ class MpiWork : public Work {
       if (view.copy_back) cuda::copy_between_devices(view.host, view.device_tensor, /*non_blocking=*/true);
       view.copy_back = false;
     }
+    // The tensors are the caller's again: a Work kept longer (the watchdog keeps each until it
+    // next looks) must not keep their memory alive.
+    outputs_.clear();
   }
 
   bool is_completed() override {
@@ -252,6 +255,9 @@ class ProcessGroupMPI : public ProcessGroup {
       } catch (...) {
         error = std::current_exception();
       }
+      // Let go of the tensors the collective captured before the caller learns it finished:
+      // their memory is then freed on the caller's schedule, never behind its back.
+      task.run = nullptr;
       task.work->finish(error);
     }
   }
