@@ -14,6 +14,7 @@
 #include "core/cuda/memory.h"
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/memory_ledger.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "tensor/tensor.h"

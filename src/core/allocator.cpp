@@ -34,34 +34,27 @@ constexpr size_t kCachedFrom = size_t(128) << 10;  // 128 KiB, glibc's default m
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    if (nbytes < kCachedFrom) return allocate_from_malloc(nbytes);
-    // A cached block of this size class: take it back (after the first step, always).
-    const size_t size = size_class(nbytes);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& free_list = free_blocks_[size];
-      if (!free_list.empty()) {
-        void* ptr = free_list.back();
-        free_list.pop_back();
-        cached_bytes_ -= size;
-        return ptr;
-      }
-    }
-    return allocate_from_malloc(size);
+    void* ptr = take(nbytes);
+    count(static_cast<int64_t>(nbytes));
+    return ptr;
   }
 
   void deallocate(void* ptr, size_t nbytes) override {
-    if (nbytes < kCachedFrom) {
-      std::free(ptr);
-      return;
-    }
-    const size_t size = size_class(nbytes);
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_blocks_[size].push_back(ptr);
-    cached_bytes_ += size;
+    count(-static_cast<int64_t>(nbytes));
+    give_back(ptr, nbytes);
   }
 
   Device device() const override { return Device::cpu(); }
+
+  CpuMemoryStats stats() {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
 
   size_t cached_bytes() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -78,6 +71,41 @@ class CpuAllocator final : public Allocator {
   }
 
  private:
+  void count(int64_t nbytes) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.allocated_bytes += nbytes;
+    stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  }
+
+  void* take(size_t nbytes) {
+    if (nbytes < kCachedFrom) return allocate_from_malloc(nbytes);
+    // A cached block of this size class: take it back (after the first step, always).
+    const size_t size = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& free_list = free_blocks_[size];
+      if (!free_list.empty()) {
+        void* ptr = free_list.back();
+        free_list.pop_back();
+        cached_bytes_ -= size;
+        return ptr;
+      }
+    }
+    return allocate_from_malloc(size);
+  }
+
+  // Back onto its size class's free list (a large block) or to malloc.
+  void give_back(void* ptr, size_t nbytes) {
+    if (nbytes < kCachedFrom) {
+      std::free(ptr);
+      return;
+    }
+    const size_t size = size_class(nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_blocks_[size].push_back(ptr);
+    cached_bytes_ += size;
+  }
+
   static void* allocate_from_malloc(size_t nbytes) {
     // aligned_alloc wants a size that is a multiple of the alignment (and > 0 to be unique).
     const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
@@ -92,6 +120,8 @@ class CpuAllocator final : public Allocator {
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;  // size class -> cached blocks
   size_t cached_bytes_ = 0;
+  std::mutex stats_mutex_;
+  CpuMemoryStats stats_;
 };
 
 CpuAllocator& cpu_allocator_instance() {
@@ -103,6 +133,10 @@ CpuAllocator& cpu_allocator_instance() {
 }  // namespace
 
 Allocator& cpu_allocator() { return cpu_allocator_instance(); }
+
+CpuMemoryStats cpu_memory_stats() { return cpu_allocator_instance().stats(); }
+
+void reset_cpu_peak_memory_stats() { cpu_allocator_instance().reset_peak(); }
 
 size_t cpu_cached_bytes() { return cpu_allocator_instance().cached_bytes(); }
 

@@ -40,6 +40,19 @@ size_t size_class(size_t nbytes);
 /// The process-wide CPU allocator (64-byte aligned, thread-safe, caches blocks of 128 KiB and more).
 Allocator& cpu_allocator();
 
+/// What the CPU allocator has handed out, in bytes as asked for (torch.cuda.memory_stats's
+/// allocated bytes, for the CPU).
+struct CpuMemoryStats {
+  int64_t allocated_bytes = 0;       ///< In blocks handed out and not yet given back.
+  int64_t peak_allocated_bytes = 0;  ///< The highest allocated_bytes since start or the last reset.
+};
+
+/// The CPU allocator's counts now.
+CpuMemoryStats cpu_memory_stats();
+
+/// Restarts peak_allocated_bytes from the current allocated_bytes.
+void reset_cpu_peak_memory_stats();
+
 /// Bytes of freed CPU blocks the CPU allocator keeps for reuse.
 size_t cpu_cached_bytes();
 

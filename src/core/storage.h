@@ -9,16 +9,19 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/memory_ledger.h"
 
 namespace lockstep {
 
 /// A block of `nbytes` bytes on one device, freed through its allocator when the last tensor
-/// that views it goes away (tensors hold it by std::shared_ptr).
+/// that views it goes away (tensors hold it by std::shared_ptr). While it lives its bytes count
+/// in the memory ledger (core/memory_ledger.h) under one category.
 ///
 /// \see @ref chapter1 "Chapter 1: Tensors, autograd and devices", which introduces it.
 class Storage {
  public:
-  /// Allocates `nbytes` on `allocator`'s device. The bytes are uninitialised.
+  /// Allocates `nbytes` on `allocator`'s device, counted under this thread's
+  /// current_memory_category(). The bytes are uninitialised.
   Storage(size_t nbytes, Allocator& allocator);
   /// Returns the memory to the allocator.
   ~Storage();
@@ -33,6 +36,12 @@ class Storage {
   Device device() const { return allocator_.device(); }
   /// Whether the memory is pinned host memory.
   bool pinned() const { return allocator_.pinned(); }
+
+  /// What the memory is for, in the memory ledger.
+  MemoryCategory category() const { return category_; }
+  /// Counts the memory under `category` from now on: how an owner claims memory that was
+  /// allocated elsewhere (a gradient autograd computed, an all-gather's output kept as a shard).
+  void set_category(MemoryCategory category);
 
   /// How many in-place changes the data has had (PyTorch's `tensor._version`). It lives here,
   /// with the data, so that every view of the data and every detach() of it share one count.
@@ -56,6 +65,7 @@ class Storage {
   void* data_;
   size_t nbytes_;
   Allocator& allocator_;
+  MemoryCategory category_;
   std::atomic<int64_t> version_{0};
 };
 

@@ -169,6 +169,7 @@ void FSDPModule::shard(const std::vector<std::pair<std::string, Tensor>>& params
   }
   const NoGradGuard no_grad;
   flat_shard_ = zeros({total}, TensorOptions().device(device));
+  flat_shard_.storage()->set_category(MemoryCategory::parameters);  // the master weights
   for (ShardedParam& sp : params_) {
     Shape shape = sp.whole.shape();
     if (shape.empty()) shape.push_back(1);
@@ -182,6 +183,7 @@ void FSDPModule::shard(const std::vector<std::pair<std::string, Tensor>>& params
     // The whole parameter now only ever holds gathered values, in the compute dtype.
     if (compute_dtype() != DType::f32) sp.whole.set_data(empty(sp.whole.shape(), sp.whole.options().dtype(compute_dtype())));
     sp.whole.storage()->resize(0);
+    sp.whole.storage()->set_category(MemoryCategory::unsharded_parameters);
     sp.hook = sp.whole.register_post_accumulate_grad_hook([self = weak_from_this(), owner = module_->name()](const Tensor&) {
       alive(self, owner)->on_gradient_ready();
     });
@@ -239,6 +241,7 @@ void FSDPModule::unshard() {
   if (unsharded_ || gather_ || params_.empty()) return;
   const RecordFunction span([this] { return "FSDP: start all-gather of " + name_; }, "fsdp");
   auto gather = std::make_unique<Gather>();
+  const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
   // 16-bit compute: the shards travel, and are gathered, in 16 bits.
   gather->input = compute_dtype() == DType::f32 ? flat_shard_ : flat_shard_.to(compute_dtype());
   gather->output = empty({group_.size() * flat_shard_.numel()}, gather->input.options());
@@ -334,6 +337,7 @@ void FSDPModule::post_backward() {
   const int world = group_.size();
   const int64_t shard_numel = flat_shard_.numel();
   auto reduction = std::make_unique<Reduction>();
+  const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
   reduction->input = zeros({world * shard_numel}, flat_shard_.options().dtype(reduce_dtype()));
   const NoGradGuard no_grad;
   for (const ShardedParam& sp : params_) {
@@ -367,6 +371,8 @@ void FSDPModule::finish_reduction() {
   reduction_->work->wait();
   const NoGradGuard no_grad;
   const Tensor averages = reduction_->output.dtype() == DType::f32 ? reduction_->output : reduction_->output.to(DType::f32);
+  // From here the buffer holds this rank's gradient shards.
+  averages.storage()->set_category(MemoryCategory::gradients);
   for (const ShardedParam& sp : params_) {
     const Tensor mine = averages.slice(0, sp.offset, sp.offset + sp.shard_rows * sp.inner).view(sp.shard.shape());
     // Without zero_grad in between, gradients accumulate, as a plain parameter's do.

@@ -93,9 +93,12 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, ProcessGrou
     const Tensor& first = params_[members.front()].second;
     bucket.numel = total;
     bucket.options = first.options();
+    // A bucket is a communication buffer, unless the gradients live in it.
+    const MemoryCategoryGuard category(grad_as_view_ ? MemoryCategory::gradients : MemoryCategory::communication_buffers);
     if (shard_gradients_) {
       // Padded to a multiple of the world size, allocated when its first gradient arrives.
       bucket.shard = zeros({shard_numel(total, group_.size())}, first.options());
+      bucket.shard.storage()->set_category(MemoryCategory::gradients);  // ZeRO-2's gradient shard
     } else {
       bucket.flat = zeros({total}, first.options());
     }
@@ -176,7 +179,10 @@ void Reducer::mark_ready(size_t index) {
   const auto [b, position] = slot_of_[index];
   Bucket& bucket = buckets_[b];
   const Tensor& param = params_[index].second;
-  if (shard_gradients_ && !bucket.flat.defined()) bucket.flat = zeros({bucket.shard.numel() * group_.size()}, bucket.options);
+  if (shard_gradients_ && !bucket.flat.defined()) {
+    const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
+    bucket.flat = zeros({bucket.shard.numel() * group_.size()}, bucket.options);
+  }
   const Tensor into = slot(bucket.flat, bucket.offsets[position], param);
   if (!is_slot(param.grad(), into)) into.copy_(param.grad());
   // ZeRO-2 keeps no whole gradient: the bucket holds it until its reduce-scatter is sent.
@@ -314,6 +320,7 @@ void Reducer::finalize_backward() {
         param.grad().copy_(average);
       } else {
         param.set_grad(average.clone());
+        param.grad().storage()->set_category(MemoryCategory::gradients);
       }
     }
   }

@@ -29,6 +29,7 @@ Zero2Optimizer::Zero2Optimizer(DistributedDataParallel& ddp, const OptimizerFact
   // This rank's shard of each bucket's parameters, a leaf the optimiser owns.
   for (const GradientShard& bucket : shards_) {
     masters_.push_back(shard_of(flatten(bucket.params), group_.rank(), group_.size()).requires_grad_());
+    masters_.back().storage()->set_category(MemoryCategory::parameters);  // the f32 master shard
   }
   optimizer_ = make_optimizer(masters_);
   LOCKSTEP_CHECK(optimizer_ != nullptr, "Zero2Optimizer: the optimizer factory returned no optimizer");
@@ -41,6 +42,7 @@ void Zero2Optimizer::step() {
   optimizer_->step();
   // Every rank's updated shards gathered into every rank's parameters, bucket by bucket.
   NoGradGuard no_grad;
+  const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
   for (size_t b = 0; b < shards_.size(); ++b) {
     const CollectiveCaller caller("ZeRO-2: all-gather bucket " + std::to_string(b));
     const Tensor whole = all_gather_shards(group_, masters_[b].detach(), shards_[b].numel);

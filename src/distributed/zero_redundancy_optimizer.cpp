@@ -157,6 +157,7 @@ void ZeroRedundancyOptimizer::step() {
   // Then every rank's updated partition to every rank: one flat buffer per rank, broadcast
   // from its owner and copied back into the parameters it holds.
   NoGradGuard no_grad;
+  const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
   for (int rank = 0; rank < group_.size(); ++rank) {
     std::vector<Tensor> flat_pieces;
     const std::vector<size_t>& owned = partition(rank);

@@ -80,6 +80,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
                  " must be floating point to be learned, got ", dtype_name(tensor.dtype()),
                  " (use register_buffer for integer state)");
   tensor.requires_grad_(true);
+  tensor.storage()->set_category(MemoryCategory::parameters);
   parameters_.emplace_back(name, tensor);
   return tensor;
 }
@@ -164,8 +165,10 @@ void Module::zero_grad(bool set_to_none) { lockstep::zero_grad(parameters(), set
 
 void Module::convert_in_place(bool floating_only, const std::function<Tensor(const Tensor&)>& convert) {
   std::vector<Tensor> tensors = parameters();
+  const size_t parameter_count = tensors.size();
   for (const Tensor& b : buffers()) tensors.push_back(b);
-  for (const Tensor& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
     if (floating_only && !is_floating(t.dtype())) continue;
     // Convert a detached handle (no graph is recorded); Tensor::to returns its argument when
     // nothing needs to change, and then t is left alone.
@@ -175,7 +178,11 @@ void Module::convert_in_place(bool floating_only, const std::function<Tensor(con
     // set_data swaps the data under the same handle (and drops the grad: convert it too).
     const Tensor grad = t.grad();
     t.set_data(converted);
-    if (grad.defined()) t.set_grad(convert(grad));
+    if (i < parameter_count) t.storage()->set_category(MemoryCategory::parameters);
+    if (grad.defined()) {
+      t.set_grad(convert(grad));
+      t.grad().storage()->set_category(MemoryCategory::gradients);
+    }
   }
 }
 

@@ -47,6 +47,8 @@ void Optimizer::step() {
   // Updates are never recorded, as in torch.optim, whose step runs under torch.no_grad().
   NoGradGuard no_grad;
   const RecordFunction span([this] { return name_ + ".step"; }, "optim");
+  // The state update() creates on the first step is the optimiser's, in the memory ledger.
+  const MemoryCategoryGuard category(MemoryCategory::optimizer_state);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor grad = grad_for_step(i);
     if (!grad.defined()) continue;  // no gradient, no update (PyTorch skips .grad None)
@@ -197,6 +199,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& state) {
   // Apply: copies, so that the loaded optimiser never shares memory with the state dict.
   set_hyper_parameters(state.param_group, where, /*apply=*/true);
   lr_ = new_lr;
+  const MemoryCategoryGuard category(MemoryCategory::optimizer_state);
   for (size_t i = 0; i < params_.size(); ++i) {
     state_[i].clear();
     for (const auto& [state_name, tensor] : incoming[i]) {

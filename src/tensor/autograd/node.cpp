@@ -23,6 +23,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     const bool exclusive = detail::TensorInternals::handle_count(grad_output) == 1 && grad_output.storage().use_count() == 1 &&
                            grad_output.is_contiguous() && grad_output.numel() == leaf_.numel();
     leaf_.set_grad(exclusive ? grad_output.detach() : grad_output.detach().clone());
+    // From here the memory is the leaf's gradient, whatever it was computed as.
+    leaf_.grad().storage()->set_category(MemoryCategory::gradients);
   } else {
     current.add_(grad_output);
   }
