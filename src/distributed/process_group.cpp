@@ -172,9 +172,38 @@ void ProcessGroup::compare_fingerprints(const CollectiveInfo& info) {
                  ". Every rank must start the same collectives in the same order with the same sizes");
 }
 
+double CommunicationLedger::total_bytes() const {
+  double total = 0;
+  for (const auto& [op, sent] : bytes) total += sent;
+  return total;
+}
+
+CommunicationLedger ProcessGroup::communication_ledger() const {
+  const std::lock_guard<std::mutex> lock(ledger_mutex_);
+  return ledger_;
+}
+
+void ProcessGroup::reset_communication_ledger() {
+  const std::lock_guard<std::mutex> lock(ledger_mutex_);
+  ledger_ = CommunicationLedger();
+}
+
 std::shared_ptr<Work> ProcessGroup::run(CollectiveInfo info, const Tensor& written,
                                         const std::function<std::shared_ptr<Work>()>& start) {
   info.seq = ++seq_;
+  {
+    // What the ring algorithm sends of the B bytes this rank contributes (CommunicationLedger).
+    const double b = static_cast<double>(info.numel) * static_cast<double>(element_size(info.dtype));
+    const double n = size_;
+    const double sent = info.op == "all_reduce"       ? 2 * b * (n - 1) / n
+                        : info.op == "all_gather"     ? b * (n - 1)
+                        : info.op == "reduce_scatter" ? b * (n - 1) / n
+                        : info.op == "broadcast"      ? b * (n - 1) / n
+                                                      : 0.0;
+    const std::lock_guard<std::mutex> lock(ledger_mutex_);
+    ledger_.calls[info.op] += 1;
+    ledger_.bytes[info.op] += sent;
+  }
   if (debug_ == DistributedDebug::detail && size_ > 1) compare_fingerprints(info);
   if (written.defined()) increment_version(written);
   std::shared_ptr<Work> work = start();

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,20 @@ enum class ReduceOp {
 };
 
 /// The ranks of one job and the collectives between them. Each collective exists in two forms:
+/// The bytes a rank sends in collectives, as the ring algorithms send them: for one of B bytes
+/// per rank over N ranks, all_reduce 2B(N-1)/N (a reduce-scatter, then an all-gather),
+/// reduce_scatter B(N-1)/N of its input, all_gather B(N-1) of its own shard B (the others'
+/// shards pass through it), broadcast B(N-1)/N (a chain: every rank but the last forwards B,
+/// averaged over ranks). What NCCL's rings send; MPI may choose other algorithms, sending as
+/// much or more. The formulas of chapter 8 (2Ψ(N-1)/N per step for DDP, 3Ψ(N-1)/N for FSDP)
+/// are sums of these.
+struct CommunicationLedger {
+  std::map<std::string, int64_t> calls;  ///< Collectives started, by operation ("all_reduce", ...).
+  std::map<std::string, double> bytes;   ///< Bytes sent, by operation.
+  /// Bytes sent by every operation together.
+  double total_bytes() const;
+};
+
 /// `x_async(...)` starts it and returns its Work at once; `x(...)` starts it and waits. Tensors
 /// are modified in place and must be contiguous; in one call they share a dtype and device. The
 /// change counts in the modified tensor's Tensor::version() when the collective starts, as in
@@ -58,6 +74,10 @@ class ProcessGroup {
   DistributedDebug debug() const { return debug_; }
   /// How many collectives this rank has started on the group: the last one's sequence number.
   uint64_t sequence_number() const { return seq_; }
+  /// What this rank has sent through the group since it was made or the last reset.
+  CommunicationLedger communication_ledger() const;
+  /// Starts the communication ledger again from zero (at the start of a step, say).
+  void reset_communication_ledger();
 
   /// Replaces `tensor` on every rank by the element-wise `op` of all ranks' tensors.
   std::shared_ptr<Work> all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
@@ -135,6 +155,8 @@ class ProcessGroup {
   std::string settings_problem_;
   uint64_t seq_ = 0;
   std::unique_ptr<Watchdog> watchdog_;
+  mutable std::mutex ledger_mutex_;
+  CommunicationLedger ledger_;
 };
 
 }  // namespace lockstep

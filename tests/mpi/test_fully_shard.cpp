@@ -232,6 +232,66 @@ TEST(FullyShard, SixteenBitComputePolicyTrains) {
   EXPECT_LT(last, first) << "five steps on one batch should lower its loss";
 }
 
+// The memory ledger after a FSDP step with Adam: parameters, gradients and optimiser state each a
+// shard (4, 4 and 8 bytes per element of this rank's shards, plus Adam's 4-byte step count per
+// parameter), no whole parameter left, the model state within 5% of (4+4+8)Ψ/N; the categories
+// add up to the allocator's count in the middle of forward and after the step. The
+// communication ledger of the step: the formula 3Ψ(N-1)/N, exactly, for the padded Ψ.
+TEST(FullyShard, LedgersOfAStepMatchTheFormulas) {
+  const int world = group().size();
+  const MemoryLedger before = memory_ledger(Device::cpu());
+  manual_seed(14);
+  const std::shared_ptr<Module> model = make_model("mlp");
+  const double psi = static_cast<double>(model->num_parameters());
+  const auto units = shard_model(model, "mlp");
+  bool checked_in_forward = false;
+  model->register_forward_hook([&](Module&, const Tensor&, const Tensor& output) {
+    const MemoryLedger now = memory_ledger(Device::cpu());
+    int64_t sum = 0;
+    for (int64_t bytes : now.current) sum += bytes;
+    EXPECT_EQ(sum, now.total);
+    EXPECT_EQ(now.total, cpu_memory_stats().allocated_bytes) << "in forward";
+    EXPECT_GT(now[MemoryCategory::activations_and_other], before[MemoryCategory::activations_and_other]);
+    checked_in_forward = true;
+    return output;
+  });
+  Adam opt(units.back()->parameters(), AdamOptions(0.01));
+  int64_t shard_elements = 0;
+  for (const Tensor& shard : units.back()->parameters()) shard_elements += shard.numel();
+  const auto [x, y] = batch("mlp", 0, group().rank(), world);
+  group().reset_communication_ledger();
+  cross_entropy((*model)(x), y).backward();
+  opt.step();
+  const CommunicationLedger sent = group().communication_ledger();
+  EXPECT_TRUE(checked_in_forward);
+  const MemoryLedger after = memory_ledger(Device::cpu());
+  const auto grew = [&](MemoryCategory c) { return after[c] - before[c]; };
+  const int64_t params = static_cast<int64_t>(units.back()->parameters().size());
+  EXPECT_EQ(grew(MemoryCategory::parameters), 4 * shard_elements);
+  EXPECT_EQ(grew(MemoryCategory::gradients), 4 * shard_elements);
+  EXPECT_EQ(grew(MemoryCategory::optimizer_state), 8 * shard_elements + 4 * params);
+  EXPECT_EQ(grew(MemoryCategory::unsharded_parameters), 0);
+  const double formula = (4 + 4 + 8) * psi / world;
+  EXPECT_NEAR(static_cast<double>(after.model_state - before.model_state), formula, 0.05 * formula);
+  EXPECT_EQ(after.total, cpu_memory_stats().allocated_bytes);
+  // Two all-gathers of every unit's shards (forward, backward) and one reduce-scatter.
+  EXPECT_EQ(sent.calls.at("all_gather"), 2 * static_cast<int64_t>(units.size() - 1));
+  EXPECT_EQ(sent.calls.at("reduce_scatter"), static_cast<int64_t>(units.size() - 1));
+  EXPECT_DOUBLE_EQ(sent.total_bytes(), 3.0 * 4 * static_cast<double>(shard_elements) * (world - 1));
+  EXPECT_NEAR(sent.total_bytes(), 3.0 * 4 * psi * (world - 1) / world, 0.05 * 3.0 * 4 * psi * (world - 1) / world);
+}
+
+// DDP's step sends its gradients once through the ring: 2Ψ(N-1)/N elements.
+TEST(FullyShard, DdpsStepSendsTwicePsi) {
+  const int world = group().size();
+  auto ddp = std::make_shared<DistributedDataParallel>(make_model("mlp"));
+  const double psi = static_cast<double>(ddp->module().num_parameters());
+  const auto [x, y] = batch("mlp", 0, group().rank(), world);
+  group().reset_communication_ledger();
+  cross_entropy((*ddp)(x), y).backward();
+  EXPECT_DOUBLE_EQ(group().communication_ledger().total_bytes(), 2.0 * 4 * psi * (world - 1) / world);
+}
+
 TEST(FullyShard, ErrorsSayWhatIsWrong) {
   using test::expect_error;
   const std::shared_ptr<Module> model = make_model("mlp");
