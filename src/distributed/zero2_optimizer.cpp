@@ -1,5 +1,6 @@
 #include "distributed/zero2_optimizer.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -8,44 +9,62 @@
 #include "distributed/flat_shard.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/zero_grad.h"
-#include "tensor/ops/cat.h"
 #include "util/trace.h"
 
 namespace lockstep {
-namespace {
-
-// A bucket's parameters end to end: (numel,), in the order of their gradients in the bucket.
-Tensor flatten(const std::vector<Tensor>& params) {
-  std::vector<Tensor> pieces;
-  for (const Tensor& p : params) pieces.push_back(p.detach().reshape({p.numel()}));
-  return cat(pieces, 0);
-}
-
-}  // namespace
 
 Zero2Optimizer::Zero2Optimizer(DistributedDataParallel& ddp, const OptimizerFactory& make_optimizer)
     : ddp_(ddp), group_(ddp.process_group()), shards_(ddp.gradient_shards()) {
   NoGradGuard no_grad;
-  // This rank's shard of each bucket's parameters, a leaf the optimiser owns.
+  std::vector<Tensor> views;
   for (const GradientShard& bucket : shards_) {
-    masters_.push_back(shard_of(flatten(bucket.params), group_.rank(), group_.size()).requires_grad_());
-    masters_.back().storage()->set_category(MemoryCategory::parameters);  // the f32 master shard
+    // This rank's shard of the bucket is [begin, end) of the parameters laid end to end.
+    const int64_t size = shard_numel(bucket.numel, group_.size());
+    const int64_t begin = group_.rank() * size, end = begin + size;
+    std::vector<Part> parts;
+    int64_t offset = 0;
+    for (const Tensor& p : bucket.params) {
+      const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
+      if (from < to) {
+        // A leaf of its own that shares the parameter's memory: stepping it steps the parameter.
+        const Tensor view = p.detach().reshape({p.numel()}).slice(0, from - offset, to - offset).requires_grad_();
+        parts.push_back({view, from - begin});
+        views.push_back(view);
+      }
+      offset += p.numel();
+    }
+    parts_.push_back(std::move(parts));
   }
-  optimizer_ = make_optimizer(masters_);
+  optimizer_ = make_optimizer(views);
   LOCKSTEP_CHECK(optimizer_ != nullptr, "Zero2Optimizer: the optimizer factory returned no optimizer");
+}
+
+std::vector<Tensor> Zero2Optimizer::parts() const {
+  std::vector<Tensor> views;
+  for (const auto& bucket : parts_) {
+    for (const Part& part : bucket) views.push_back(part.view);
+  }
+  return views;
 }
 
 void Zero2Optimizer::step() {
   const RecordFunction span("Zero2Optimizer.step", "optim");
-  // The gradient of each master shard is the bucket's shard of the averaged gradients.
-  for (size_t b = 0; b < shards_.size(); ++b) masters_[b].set_grad(shards_[b].shard);
+  // The gradient of each part is its stretch of the bucket's shard of the averaged gradients.
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    for (const Part& part : parts_[b]) {
+      part.view.set_grad(shards_[b].shard.slice(0, part.in_shard, part.in_shard + part.view.numel()));
+    }
+  }
   optimizer_->step();
-  // Every rank's updated shards gathered into every rank's parameters, bucket by bucket.
+  // Every rank's updated shard gathered into every rank's parameters, bucket by bucket: this
+  // rank's parts copied into one flat shard (padding zero), then the whole copied out.
   NoGradGuard no_grad;
   const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
   for (size_t b = 0; b < shards_.size(); ++b) {
+    const Tensor mine = zeros_like(shards_[b].shard);
+    for (const Part& part : parts_[b]) mine.slice(0, part.in_shard, part.in_shard + part.view.numel()).copy_(part.view);
     const CollectiveCaller caller("ZeRO-2: all-gather bucket " + std::to_string(b));
-    const Tensor whole = all_gather_shards(group_, masters_[b].detach(), shards_[b].numel);
+    const Tensor whole = all_gather_shards(group_, mine, shards_[b].numel);
     int64_t offset = 0;
     for (const Tensor& p : shards_[b].params) {
       p.copy_(whole.slice(0, offset, offset + p.numel()).view(p.shape()));
@@ -55,7 +74,7 @@ void Zero2Optimizer::step() {
 }
 
 void Zero2Optimizer::zero_grad() {
-  lockstep::zero_grad(masters_, /*set_to_none=*/true);
+  lockstep::zero_grad(parts(), /*set_to_none=*/true);
   lockstep::zero_grad(ddp_.parameters(), /*set_to_none=*/true);
 }
 

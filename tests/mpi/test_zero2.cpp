@@ -7,6 +7,7 @@
 // MPI's reduce-scatter and all-reduce may add the ranks' shares in different orders.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -100,12 +101,19 @@ TEST_P(Zero2Steps, TrainsAsDdpWithAPlainOptimizerAndKeepsOnlyShards) {
     expect_close(got[i], plain_params[i], rel, "parameter " + std::to_string(i));
     test::expect_same_on_every_rank(got[i], "parameter " + std::to_string(i) + " under ZeRO-2");
   }
-  // The optimiser's state is sharded too: the master shards hold a world-th of the parameters,
-  // plus at most one element of padding per bucket.
+  // The optimiser's state is sharded too: its parameters, this rank's parts, hold a world-th of
+  // the elements (plus at most one per bucket, where a shard is rounded up), and share the
+  // model's memory: no master copy.
   int64_t held = 0, whole = 0;
-  for (const Tensor& m : zero2.master_shards()) held += m.numel();
+  for (const Tensor& part : zero2.parts()) {
+    held += part.numel();
+    const bool shares = std::any_of(sharded_params.begin(), sharded_params.end(),
+                                    [&](const Tensor& p) { return p.storage() == part.storage(); });
+    EXPECT_TRUE(shares) << "a part that is not a view of a parameter";
+  }
   for (const Tensor& p : plain_params) whole += p.numel();
-  EXPECT_LE(held, whole / world + static_cast<int64_t>(zero2.master_shards().size()));
+  EXPECT_LE(held, whole / world + static_cast<int64_t>(sharded->gradient_shards().size()));
+  EXPECT_EQ(zero2.optimizer().params().size(), zero2.parts().size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, Zero2Steps, testing::Values("sgd", "adam"));
