@@ -260,3 +260,33 @@ foreach(case "chapter6_sigusr1_to_mpirun_saves_and_resumes;chapter6;usr1-mpirun;
                                 ${CMAKE_CURRENT_BINARY_DIR} ${how} ${resume} ${flags})
   set_tests_properties(${name} PROPERTIES LABELS "chapter;mpi" TIMEOUT 300 ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endforeach()
+
+# Chapter 8: every way of sharding trains the ResNet-8 to the weights of DDP, bit for bit, with 2
+# ranks (the average of two shares does not depend on the order of the addition); FSDP with 3
+# ranks, without resharding, without prefetch, with clipping and under bf16 autocast; the
+# ledgers beside their formulas; the memory timeline; the flags that need FSDP.
+set(chapter8_run $<TARGET_FILE:chapter8> --device cpu --model resnet --dataset cifar10 --data ${VARIED_CIFAR}
+                 --batch-size 4 --max-steps 3 --eval-images 8)
+foreach(shard zero1 zero2 fsdp)
+  add_test(NAME chapter8_${shard}_trains_as_ddp
+           COMMAND ${CMAKE_COMMAND}
+                   "-DFIRST=${MPIEXEC_EXECUTABLE};${MPIEXEC_NUMPROC_FLAG};2;${chapter8_run};--shard;none"
+                   "-DSECOND=${MPIEXEC_EXECUTABLE};${MPIEXEC_NUMPROC_FLAG};2;${chapter8_run};--shard;${shard}"
+                   -P ${COMPARE_CHECKSUMS})
+  set_tests_properties(chapter8_${shard}_trains_as_ddp PROPERTIES LABELS "chapter;mpi" TIMEOUT 300
+                       ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+endforeach()
+lockstep_mpirun_test(chapter8_fsdp_3_ranks_ledgers 3
+                     "model state peak [0-9.]+ MiB; formula .4.4.8.Ψ/N = [0-9.]+ MiB, plus the units gathered.*sent in step 3: all_gather 7x [0-9.]+ MiB, reduce_scatter [0-9]+x [0-9.]+ MiB = [0-9.]+ MiB; formula 3Ψ.N-1./N.*RESULT chapter=8 model=resnet device=cpu world=3 .*shard=fsdp optimizer=adam peak_bytes=[0-9]+ model_state_bytes=[0-9]+ comm_bytes_per_step=[0-9]+ "
+                     ${chapter8_run} --shard fsdp)
+lockstep_mpirun_test(chapter8_fsdp_options 2
+                     "formula 2Ψ.N-1./N.*RESULT chapter=8 .*shard=fsdp "
+                     ${chapter8_run} --shard fsdp --reshard-after-forward false --prefetch false --clip-grad-norm 0.5
+                     --amp bf16)
+lockstep_mpirun_test(chapter8_zero2_clips_over_shards 2 "RESULT chapter=8 .*shard=zero2 "
+                     ${chapter8_run} --shard zero2 --clip-grad-norm 0.5 --optimizer sgd)
+lockstep_mpirun_test(chapter8_memory_timeline 2
+                     "memory timeline of step 3: [0-9]+ samples written to .*chapter8-timeline.csv"
+                     ${chapter8_run} --memory-timeline ${CMAKE_CURRENT_BINARY_DIR}/chapter8-timeline.csv)
+lockstep_mpirun_refusal_test(chapter8_prefetch_needs_fsdp "--reshard-after-forward and --prefetch are FSDP's"
+                             ${MPIEXEC_NUMPROC_FLAG} 2 ${chapter8_run} --shard zero2 --prefetch true)
