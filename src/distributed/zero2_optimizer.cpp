@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "distributed/collective_caller.h"
 #include "distributed/flat_shard.h"
+#include "distributed/work.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/zero_grad.h"
 #include "util/trace.h"
@@ -56,20 +57,29 @@ void Zero2Optimizer::step() {
     }
   }
   optimizer_->step();
-  // Every rank's updated shard gathered into every rank's parameters, bucket by bucket: this
-  // rank's parts copied into one flat shard (padding zero), then the whole copied out.
+  // Every rank's updated shard gathered into every rank's parameters: this rank's parts copied
+  // into one flat shard per bucket (padding zero), every bucket's all-gather started, then each
+  // bucket's whole copied out as it arrives.
   NoGradGuard no_grad;
   const MemoryCategoryGuard category(MemoryCategory::communication_buffers);
+  std::vector<Tensor> shards, wholes;  // each collective's tensors, alive until it has finished
+  std::vector<std::shared_ptr<Work>> works;
   for (size_t b = 0; b < shards_.size(); ++b) {
     const Tensor mine = zeros_like(shards_[b].shard);
     for (const Part& part : parts_[b]) mine.slice(0, part.in_shard, part.in_shard + part.view.numel()).copy_(part.view);
+    shards.push_back(mine);
+    wholes.push_back(empty({mine.numel() * group_.size()}, mine.options()));
     const CollectiveCaller caller("ZeRO-2: all-gather bucket " + std::to_string(b));
-    const Tensor whole = all_gather_shards(group_, mine, shards_[b].numel);
+    works.push_back(group_.all_gather_async(wholes.back(), mine));
+  }
+  for (size_t b = 0; b < shards_.size(); ++b) {
+    works[b]->wait();
     int64_t offset = 0;
     for (const Tensor& p : shards_[b].params) {
-      p.copy_(whole.slice(0, offset, offset + p.numel()).view(p.shape()));
+      p.copy_(wholes[b].slice(0, offset, offset + p.numel()).view(p.shape()));
       offset += p.numel();
     }
+    shards[b] = wholes[b] = Tensor();  // free each bucket's buffers as soon as it is copied
   }
 }
 
