@@ -22,7 +22,7 @@ CHAPTERS := $(sort $(basename $(notdir $(wildcard chapters/ch*/chapter*.cpp))))
 exercise_name = $(firstword $(subst _, ,$(word 2,$(subst /, ,$(1)))))_$(word 4,$(subst /, ,$(1)))
 EXERCISES := $(sort $(foreach test,$(wildcard chapters/ch*/exercises/*/test.cpp),$(call exercise_name,$(test))))
 
-.PHONY: all deps configure build test cpu-only-check docs pdf figures clean help compare-torch exercise handout grade gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch perf-guard results \
+.PHONY: all deps configure build test cpu-only-check docs pdf figures clean help compare-torch exercise handout grade gpu-deps gpu-check mpirun-as-root bench-ddp bench-amp bench-torch bench-shard perf-guard results \
   sanitize tsan fuzz sanitizer-deps $(CHAPTERS)
 
 all: build
@@ -41,6 +41,7 @@ help:
 	@echo "make deps       install missing Debian packages (as root) or print the command"
 	@echo "make compare-torch  chapter 2 beside PyTorch on the same settings (COMPARE_ARGS=...)"
 	@echo "make bench-ddp  chapter 4's benchmarks: scaling over 2 ranks, bucketed vs raw all-reduce, overlap"
+	@echo "make bench-shard  chapter 8's benchmark: DDP, ZeRO-1, ZeRO-2, FSDP with and without prefetch, alternated (ROUNDS=3)"
 	@echo "make bench-amp  chapter 5's benchmark: f32 and bf16 autocast, Lockstep beside PyTorch (ROUNDS=3)"
 	@echo "make bench-torch  Lockstep beside PyTorch: MLP, CNN at 1 and 2 threads, DDP over 1 and 2 ranks (ROUNDS=3)"
 	@echo "make perf-guard  speeds against floors: bf16/f32, 2 ranks/1 rank, each chapter vs its baseline (a .ci/run step)"
@@ -186,6 +187,11 @@ perf-guard: build mpirun-as-root
 # Chapter 4's benchmarks (scaling over 2 ranks, bucketed vs raw all-reduce, overlap); not tests.
 bench-ddp: build
 	@tests/bench/ddp_benchmarks.sh $(BUILD_DIR)
+
+# Chapter 8's benchmark: every way of sharding, alternated ROUNDS times (tests/bench/shard_benchmarks.py):
+# samples/s against DDP, peak model state and bytes per step, and the model state with 4 ranks.
+bench-shard: build mpirun-as-root
+	@/usr/bin/python3 tests/bench/shard_benchmarks.py $(BUILD_DIR) $(ROUNDS)
 
 # Needs Debian's python3-torch (apt-get install python3-torch libopenblas0-pthread).
 ROUNDS ?= 3
