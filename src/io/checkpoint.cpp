@@ -150,12 +150,7 @@ void save_checkpoint(const std::string& path, const TrainingState& state, int ra
   if (state.optimizer != nullptr) {
     const OptimizerStateDict saved = state.optimizer->state_dict();
     add(kOptimizerPrefix, saved.state);
-    optimizer = Json::object();
-    optimizer["name"] = saved.optimizer;
-    optimizer["num_params"] = saved.num_params;
-    Json group = Json::object();
-    for (const auto& [key, value] : saved.param_group) group[key] = to_json(value);
-    optimizer["param_group"] = group;
+    optimizer = Json::parse(optimizer_settings_json(saved));
   }
   metadata["optimizer"] = optimizer.dump();
 
@@ -456,19 +451,7 @@ Parsed<std::optional<T>> saved_and_given(bool saved, bool given, Note only_given
 // a kind a param group holds. Their ranges are the class's own (momentum >= 0, betas in [0, 1),
 // ...): its load_state_dict checks them before it changes anything.
 OptimizerStateDict parse_optimizer_settings(const CheckpointFile& file, const Json& saved) {
-  LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
-                     saved.contains("param_group") && saved["param_group"].is_object(),
-                 file.context, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
-  OptimizerStateDict settings;
-  settings.optimizer = saved["name"].get<std::string>();
-  settings.num_params = count_in(file, saved, "optimizer", "num_params");
-  for (const auto& [key, value] : saved["param_group"].items()) {
-    const std::optional<HyperParameter> parsed = from_json(value);
-    LOCKSTEP_CHECK(parsed.has_value(), file.context, "the optimizer's hyper-parameter \"", key, "\" is ",
-                   value.dump(), ", not a number, flag or list of numbers; the file is damaged");
-    settings.param_group[key] = *parsed;
-  }
-  return settings;
+  return parse_optimizer_settings_json(saved.dump(), file.context);
 }
 
 Parsed<std::optional<OptimizerStateDict>> parse_optimizer(const CheckpointFile& file, const Optimizer* optimizer,
@@ -749,6 +732,38 @@ ResumeInfo load_checkpoint(const std::string& path, TrainingState& state, Device
   const ResumeInfo info = resume_info(checkpoint);
   apply(file, checkpoint, info, state);
   return info;
+}
+
+std::string optimizer_settings_json(const OptimizerStateDict& state) {
+  Json optimizer = Json::object();
+  optimizer["name"] = state.optimizer;
+  optimizer["num_params"] = state.num_params;
+  Json group = Json::object();
+  for (const auto& [key, value] : state.param_group) group[key] = to_json(value);
+  optimizer["param_group"] = group;
+  return optimizer.dump();
+}
+
+// The class, its number of parameters and its hyper-parameters, each of a kind a param group
+// holds. Their ranges are the class's own (momentum >= 0, betas in [0, 1), ...): its
+// load_state_dict checks them before it changes anything.
+OptimizerStateDict parse_optimizer_settings_json(const std::string& text, const std::string& context) {
+  const Json saved = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  LOCKSTEP_CHECK(saved.is_object() && saved.contains("name") && saved["name"].is_string() &&
+                     saved.contains("param_group") && saved["param_group"].is_object() &&
+                     saved.contains("num_params") && saved["num_params"].is_number_integer() &&
+                     saved["num_params"].get<int64_t>() >= 0,
+                 context, "the checkpoint's \"optimizer\" metadata is malformed; the file is damaged");
+  OptimizerStateDict settings;
+  settings.optimizer = saved["name"].get<std::string>();
+  settings.num_params = saved["num_params"].get<int64_t>();
+  for (const auto& [key, value] : saved["param_group"].items()) {
+    const std::optional<HyperParameter> parsed = from_json(value);
+    LOCKSTEP_CHECK(parsed.has_value(), context, "the optimizer's hyper-parameter \"", key, "\" is ",
+                   value.dump(), ", not a number, flag or list of numbers; the file is damaged");
+    settings.param_group[key] = *parsed;
+  }
+  return settings;
 }
 
 }  // namespace lockstep

@@ -171,6 +171,15 @@ struct ResumeInfo {
 /// file whose checksum is not this.
 std::string checkpoint_checksum(const StateDict& tensors, const std::map<std::string, std::string>& metadata);
 
+/// The "optimizer" metadata entry of both checkpoint formats (this one and the sharded one of
+/// distributed/sharded_checkpoint.h), as JSON text: the class, the number of parameters and the
+/// hyper-parameters of `state`, its tensors left out.
+std::string optimizer_settings_json(const OptimizerStateDict& state);
+
+/// Reads what optimizer_settings_json wrote back into an OptimizerStateDict without tensors.
+/// Malformed text is an error beginning with `context` ("load_checkpoint: 'run.safetensors': ").
+OptimizerStateDict parse_optimizer_settings_json(const std::string& text, const std::string& context);
+
 /// Saves `state` to `path` when `rank` is 0 (save_on_master); other ranks return at once.
 /// `world_size` and `state.batch_size` fix the data position: the epoch's first
 /// `step_in_epoch * batch_size * world_size` samples are done. The tensors are copied to the
