@@ -44,6 +44,7 @@
 #include "distributed/sync_batch_norm.h"
 #include "distributed/zero2_optimizer.h"
 #include "distributed/zero_redundancy_optimizer.h"
+#include "distributed_checkpoint/sharded_checkpoint.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/batch_norm.h"

@@ -20,6 +20,7 @@ set(LAYERS
   "tensor"                         # Tensor with its autograd and ops: one unit, as PyTorch's ATen
   "nn optim data"                  # modules, optimisers, datasets and loaders
   "parallel distributed amp io"    # DataParallel, DDP and process groups, mixed precision, checkpoints
+  "distributed_checkpoint"         # sharded checkpoints: FSDP's shards written and read with io's files
   "lockstep.h")                    # the one header a program includes
 
 # The parts of tensor/, lowest first: a folder (ending in "/") holds everything under it, a file

@@ -342,3 +342,28 @@ TEST(DistributedSampler, RejectsInvalidArguments) {
   expect_error([&] { sampler.set_epoch(-1); }, "DistributedSampler: expected an epoch >= 0, got -1");
   EXPECT_EQ(sampler.epoch(), 0);  // a rejected epoch is not stored
 }
+
+// A job interrupted after some steps and resumed at another world size (chapter 8's sharded
+// checkpoints keep the position as a global sample count): every sample of the interrupted
+// epoch is trained exactly once, counted over every rank of both jobs, for 2 -> 3, 3 -> 2 and
+// 2 -> 1 ranks on 60 samples (which every world size here divides).
+TEST(DistributedSampler, ResumedAtAnotherWorldSizeEverySampleOnce) {
+  const int64_t size = 60, batch = 4, steps = 3, epoch = 1;
+  for (const auto& [before, after] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {3, 2}, {2, 1}}) {
+    std::vector<int> seen(size, 0);
+    for (int64_t rank = 0; rank < before; ++rank) {
+      DistributedSampler sampler(size, before, rank, DistributedSamplerOptions().seed(7));
+      sampler.set_epoch(epoch);
+      const std::vector<int64_t> mine = sampler.indices();
+      for (int64_t i = 0; i < steps * batch; ++i) ++seen[mine[i]];  // the steps done before
+    }
+    for (int64_t rank = 0; rank < after; ++rank) {
+      DistributedSampler sampler(size, after, rank, DistributedSamplerOptions().seed(7));
+      sampler.resume_at(epoch, steps * batch * before);  // ShardedResumeInfo::samples_in_epoch
+      for (int64_t index : sampler.indices()) ++seen[index];
+    }
+    for (int64_t i = 0; i < size; ++i) {
+      ASSERT_EQ(seen[i], 1) << "sample " << i << ", " << before << " -> " << after << " ranks";
+    }
+  }
+}
