@@ -49,6 +49,9 @@ struct Options {
   std::string amp = "off";
   double clip_grad_norm = 0.0;
   int64_t eval_images = 1000;
+  int64_t save_every = 0;
+  std::string checkpoint = "chapter8-checkpoint";
+  std::string resume;
   std::string memory_timeline;
   std::string trace;
   RankFlags rank;
@@ -156,7 +159,8 @@ int run(const Options& o) {
                      shared("--seed", o.train.seed), shared("--reshard-after-forward", o.reshard_after_forward),
                      shared("--prefetch", o.prefetch), shared("--amp", o.amp),
                      shared("--clip-grad-norm", o.clip_grad_norm), shared("--eval-images", o.eval_images),
-                     shared("--trace", o.trace.empty() ? "off" : "on")});
+                     shared("--save-every", o.save_every), shared("--checkpoint", o.checkpoint),
+                     shared("--resume", o.resume), shared("--trace", o.trace.empty() ? "off" : "on")});
   check_output_file("--trace", o.trace);
   if (group.rank() == 0) check_output_file("--memory-timeline", o.memory_timeline);
   if (!o.trace.empty()) enable_trace();
@@ -244,17 +248,36 @@ int run(const Options& o) {
 
   auto sampler = std::make_shared<DistributedSampler>(data.train->size(), world, group.rank(),
                                                       DistributedSamplerOptions().seed(o.train.seed));
+  int64_t step = 0, first_epoch = 0;
+  //! [resume]
+  // A sharded checkpoint, saved at any world size: each rank reads the rows of its new shards,
+  //    and the sampler resumes the epoch at the saved global sample count.
+  if (!o.resume.empty()) {
+    const ShardedResumeInfo info = load_sharded_checkpoint(o.resume, *root, *plain, group);
+    step = info.saved.global_step;
+    first_epoch = info.saved.epoch;
+    sampler->set_seed(info.saved.sampler_seed);
+    sampler->resume_at(info.saved.epoch, info.samples_in_epoch);
+    print_rank0("resumed from " + o.resume + ": step " + std::to_string(step) + ", epoch " +
+                std::to_string(first_epoch + 1) + " after its first " + std::to_string(info.samples_in_epoch) +
+                " samples");
+    for (const std::string& note : info.notes) print_rank0("  note: " + note);
+  }
+  //! [resume]
   DataLoader loader(data.train, DataLoaderOptions(o.train.batch_size).sampler(sampler).pin_memory(device.is_cuda()));
   const bool amp = o.amp == "bf16";
 
-  int64_t step = 0, timed_samples = 0;
+  int64_t timed_samples = 0;
+  const int64_t first_step = step;
   double timed_seconds = 0.0;
   Tensor loss;
   MemoryLedger last_ledger;
   CommunicationLedger last_sent;
   std::vector<MemorySample> timeline;
-  for (int epoch = 0; epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps); ++epoch) {
-    sampler->set_epoch(epoch);
+  for (int64_t epoch = first_epoch; epoch < o.train.epochs && (o.train.max_steps == 0 || step < o.train.max_steps);
+       ++epoch) {
+    sampler->set_epoch(epoch);  // after a resume, the same epoch keeps its position
+    int64_t done_in_epoch = sampler->start_position() / (o.train.batch_size * world);
     trainer.forward->train();
     for (const Batch& batch : loader) {
       const Tensor inputs = batch.inputs.to(device, true);    // inputs: (B, C, H, W), this rank's
@@ -278,13 +301,24 @@ int run(const Options& o) {
       loss.item();  // wait for the device, so that the time is the step's
       if (last && !o.memory_timeline.empty()) timeline = stop_memory_timeline();
       // The first step allocates the optimiser's state and warms the caches: timed from the second.
-      if (step > 0) {
+      if (step > first_step) {
         timed_seconds += timer.seconds();
         timed_samples += targets.numel();
       }
       last_ledger = memory_ledger(device);
       last_sent = group.communication_ledger();
       ++step;
+      ++done_in_epoch;
+      if (o.save_every > 0 && step % o.save_every == 0) {
+        ShardedTrainingPosition position;
+        position.epoch = epoch;
+        position.step_in_epoch = done_in_epoch;
+        position.global_step = step;
+        position.batch_size = o.train.batch_size;
+        position.sampler_seed = sampler->seed();
+        save_sharded_checkpoint(o.checkpoint, *root, *plain, position, group);
+        print_rank0("step " + std::to_string(step) + ": sharded checkpoint written to " + o.checkpoint + "/");
+      }
       char line[200];
       std::snprintf(line, sizeof line, "step %lld: loss %.4f, %.0f ms, model state peak %s, sent %s",
                     static_cast<long long>(step), loss.item(), timer.seconds() * 1e3,
@@ -293,7 +327,9 @@ int run(const Options& o) {
       if (o.train.max_steps > 0 && step >= o.train.max_steps) break;
     }
   }
-  check_training_loss(loss.item(), 1, step, o.train.epochs);
+  LOCKSTEP_CHECK_AGREED(loss.defined(), "nothing left to train: the checkpoint is at step ", step,
+                        ", and the run ends at --max-steps ", o.train.max_steps, " or --epochs ", o.train.epochs);
+  check_training_loss(loss.item(), 1, step, static_cast<int>(o.train.epochs));
 
   //! [ledger]
   // Each rank's ledger of the last step beside the formulas: the peaks of each category,
@@ -388,6 +424,11 @@ int main(int argc, char** argv) {
   app.add_option("--eval-images", o.eval_images,
                  "evaluate on the first N test images at the end (0: no evaluation, -1: the whole test set)")
       ->check(number_between(-1, 1e9));
+  app.add_option("--save-every", o.save_every,
+                 "fsdp: write a sharded checkpoint every N steps into the folder --checkpoint (0: never)")
+      ->check(non_negative_number());
+  app.add_option("--checkpoint", o.checkpoint, "the folder --save-every writes: a shard per rank and an index");
+  app.add_option("--resume", o.resume, "fsdp: go on from this sharded checkpoint, saved by any number of ranks");
   app.add_option("--memory-timeline", o.memory_timeline,
                  "write rank 0's memory ledger over the last step, a sample at every allocation and free, as CSV");
   app.add_option("--trace", o.trace, "write every rank's timeline (Chrome trace JSON, for ui.perfetto.dev) to this file");
@@ -397,6 +438,9 @@ int main(int argc, char** argv) {
                    " is SGD's, and --optimizer adam has none: leave --momentum out, or train with --optimizer sgd");
     LOCKSTEP_CHECK(o.shard == "fsdp" || (app.count("--reshard-after-forward") == 0 && app.count("--prefetch") == 0),
                    "--reshard-after-forward and --prefetch are FSDP's: they need --shard fsdp");
+    LOCKSTEP_CHECK(o.shard == "fsdp" || (o.save_every == 0 && o.resume.empty()),
+                   "--save-every and --resume write and read sharded checkpoints, which are FSDP's: use --shard fsdp "
+                   "(chapter 6 saves and resumes DDP's whole checkpoints)");
     return run(o);
   });
 }

@@ -264,9 +264,11 @@ endforeach()
 # Chapter 8: every way of sharding trains the ResNet-8 to the weights of DDP, bit for bit, with 2
 # ranks (the average of two shares does not depend on the order of the addition); FSDP with 3
 # ranks, without resharding, without prefetch, with clipping and under bf16 autocast; the
-# ledgers beside their formulas; the memory timeline; the flags that need FSDP.
-set(chapter8_run $<TARGET_FILE:chapter8> --device cpu --model resnet --dataset cifar10 --data ${VARIED_CIFAR}
-                 --batch-size 4 --max-steps 3 --eval-images 8)
+# ledgers beside their formulas; the memory timeline; sharded checkpoints resumed at the same and
+# at another world size; the flags that need FSDP.
+set(chapter8_base $<TARGET_FILE:chapter8> --device cpu --model resnet --dataset cifar10 --data ${VARIED_CIFAR}
+                  --batch-size 4 --eval-images 8)
+set(chapter8_run ${chapter8_base} --max-steps 3)
 foreach(shard zero1 zero2 fsdp)
   add_test(NAME chapter8_${shard}_trains_as_ddp
            COMMAND ${CMAKE_COMMAND}
@@ -288,5 +290,20 @@ lockstep_mpirun_test(chapter8_zero2_clips_over_shards 2 "RESULT chapter=8 .*shar
 lockstep_mpirun_test(chapter8_memory_timeline 2
                      "memory timeline of step 3: [0-9]+ samples written to .*chapter8-timeline.csv"
                      ${chapter8_run} --memory-timeline ${CMAKE_CURRENT_BINARY_DIR}/chapter8-timeline.csv)
+add_test(NAME chapter8_sharded_checkpoint_resumes
+         COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${MPIEXEC_EXECUTABLE};${MPIEXEC_NUMPROC_FLAG}" "-DRUN=${chapter8_base}"
+                 -DDIR=${CMAKE_CURRENT_BINARY_DIR}/chapter8-checkpoint
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/chapters/chapter8_resume.cmake)
+set_tests_properties(chapter8_sharded_checkpoint_resumes PROPERTIES LABELS "chapter;mpi" TIMEOUT 300
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+# A checkpoint every rank finds bad: the job ends with the loader's sentence.
+add_test(NAME chapter8_resume_needs_a_checkpoint_folder
+         COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${MPIEXEC_EXECUTABLE};${MPIEXEC_NUMPROC_FLAG};2;${chapter8_run};--resume;/nonexistent"
+                 "-DMATCH=load_sharded_checkpoint: '/nonexistent': not a folder; a sharded checkpoint is a folder"
+                 -DLIMIT=40 -P ${CMAKE_CURRENT_SOURCE_DIR}/mpi/expect_job_fails.cmake)
+set_tests_properties(chapter8_resume_needs_a_checkpoint_folder PROPERTIES LABELS "chapter;mpi" TIMEOUT 120
+                     ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
+lockstep_mpirun_refusal_test(chapter8_checkpoints_need_fsdp "--save-every and --resume write and read sharded checkpoints"
+                             ${MPIEXEC_NUMPROC_FLAG} 2 ${chapter8_run} --shard none --save-every 2)
 lockstep_mpirun_refusal_test(chapter8_prefetch_needs_fsdp "--reshard-after-forward and --prefetch are FSDP's"
                              ${MPIEXEC_NUMPROC_FLAG} 2 ${chapter8_run} --shard zero2 --prefetch true)
