@@ -224,6 +224,18 @@ step chapter6_nccl_1 mpirun -n 1 "$BUILD/chapter6" --backend nccl "${CH6[@]}" --
 step chapter6_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi "${CH6[@]}" --checkpoint "$LOGDIR/ch6-mpi.safetensors"
 step chapter6_resume_mpi_2 mpirun -n 2 "$BUILD/chapter6" --backend mpi --device cuda --max-steps 90 --save-every 30 \
   --checkpoint "$LOGDIR/ch6-mpi.safetensors" --resume "$LOGDIR/ch6-mpi.safetensors"
+# Chapter 8 on the GPU: every way of sharding ResNet-50 with CUDA tensors, FSDP over NCCL with
+# one rank and over MPI staging with two ranks sharing the GPU; the sharded checkpoint saved by
+# two ranks and resumed by one; the four modes ending with the same weights over MPI.
+CH8=(--device cuda --max-steps 6 --batch-size 64)
+step chapter8_fsdp_nccl_1 mpirun -n 1 "$BUILD/chapter8" --backend nccl "${CH8[@]}"
+for shard in none zero1 zero2 fsdp; do
+  step "chapter8_${shard}_mpi_2" mpirun -n 2 "$BUILD/chapter8" --backend mpi --shard "$shard" "${CH8[@]}"
+done
+step chapter8_save_mpi_2 mpirun -n 2 "$BUILD/chapter8" --backend mpi --device cuda --max-steps 3 --save-every 3 \
+  --checkpoint "$LOGDIR/ch8-checkpoint" --eval-images 0
+step chapter8_resume_nccl_1 mpirun -n 1 "$BUILD/chapter8" --backend nccl --device cuda --max-steps 6 \
+  --resume "$LOGDIR/ch8-checkpoint" --eval-images 0
 # Chapter 7's table on this machine's GPUs: ResNet-50, one whole Fashion-MNIST epoch per row
 # (the rows needing more GPUs than there are say so), PyTorch's one device beside it where
 # torchvision can be imported; the table, chart and logs go to LOGDIR/results.

@@ -60,8 +60,8 @@ Tensor rows_of(const Tensor& whole, int rank, int world) {
 
 // `got` against `want` element by element: equal when `rel` is 0, else within rel * (1 + |want|).
 void expect_near(const Tensor& got, const Tensor& want, double rel, const std::string& what) {
-  const std::vector<float> g = got.contiguous().reshape({got.numel()}).to_vector<float>();
-  const std::vector<float> w = want.contiguous().reshape({want.numel()}).to_vector<float>();
+  const std::vector<float> g = got.to(Device::cpu()).contiguous().reshape({got.numel()}).to_vector<float>();
+  const std::vector<float> w = want.to(Device::cpu()).contiguous().reshape({want.numel()}).to_vector<float>();
   ASSERT_EQ(g.size(), w.size()) << what;
   for (size_t k = 0; k < g.size(); ++k) {
     if (rel == 0) {
@@ -75,10 +75,11 @@ void expect_near(const Tensor& got, const Tensor& want, double rel, const std::s
 struct Case {
   std::string model, optimizer;
   bool reshard_after_forward = true, prefetch = false, clip = false, autocast = false;
+  Device device = Device::cpu();
 };
 
 std::string describe(const Case& c) {
-  return c.model + "/" + c.optimizer + (c.reshard_after_forward ? "" : "/keep") + (c.prefetch ? "/prefetch" : "") +
+  return c.model + "/" + c.optimizer + (c.device.is_cuda() ? "/cuda" : "") + (c.reshard_after_forward ? "" : "/keep") + (c.prefetch ? "/prefetch" : "") +
          (c.clip ? "/clip" : "") + (c.autocast ? "/bf16-autocast" : "");
 }
 
@@ -88,8 +89,11 @@ void train_against_ddp(const Case& c) {
   const int rank = group().rank(), world = group().size();
   manual_seed(31);
   const std::shared_ptr<Module> sharded = make_model(c.model);
+  sharded->to(c.device);
   manual_seed(31);
-  auto ddp = std::make_shared<DistributedDataParallel>(make_model(c.model));
+  const std::shared_ptr<Module> plain_model = make_model(c.model);
+  plain_model->to(c.device);
+  auto ddp = std::make_shared<DistributedDataParallel>(plain_model);
   const std::vector<std::shared_ptr<FSDPModule>> units =
       shard_model(sharded, c.model, FullyShardOptions().reshard_after_forward(c.reshard_after_forward));
   const std::shared_ptr<FSDPModule>& root = units.back();
@@ -107,7 +111,8 @@ void train_against_ddp(const Case& c) {
   // With 3 ranks the reduce-scatter and the all-reduce may add three shares in different orders.
   const double rel = world == 2 ? 0.0 : (c.optimizer == "adam" ? 1e-4 : 1e-6);
   for (int step = 0; step < 3; ++step) {
-    const auto [x, y] = batch(c.model, step, rank, world);
+    const auto [cpu_x, cpu_y] = batch(c.model, step, rank, world);
+    const Tensor x = cpu_x.to(c.device), y = cpu_y.to(c.device);
     fsdp_opt->zero_grad();
     ddp_opt->zero_grad();
     {
@@ -121,7 +126,7 @@ void train_against_ddp(const Case& c) {
       ASSERT_EQ(p.storage()->nbytes(), 0u) << describe(c) << ": a whole parameter still holds memory";
     }
     for (size_t i = 0; i < plain.size(); ++i) {
-      expect_near(shards[i].grad(), rows_of(plain[i].grad(), rank, world), rel,
+      expect_near(shards[i].grad(), rows_of(plain[i].grad().to(Device::cpu()), rank, world), rel,
                   describe(c) + ", step " + std::to_string(step) + ", gradient shard " + std::to_string(i));
     }
     if (c.clip) {
@@ -137,13 +142,14 @@ void train_against_ddp(const Case& c) {
   // Clipping scales by a factor computed from a differently rounded norm: one rounding more.
   const double rel_end = c.clip && rel == 0 ? 1e-6 : rel;
   for (size_t i = 0; i < plain.size(); ++i) {
-    expect_near(shards[i], rows_of(plain[i], rank, world), rel_end, describe(c) + ", parameter " + std::to_string(i));
+    expect_near(shards[i], rows_of(plain[i].to(Device::cpu()), rank, world), rel_end,
+                describe(c) + ", parameter " + std::to_string(i));
   }
   const OptimizerStateDict got = fsdp_opt->state_dict(), want = ddp_opt->state_dict();
   ASSERT_EQ(got.state.size(), want.state.size());
   for (size_t k = 0; k < want.state.size(); ++k) {
     ASSERT_EQ(got.state[k].first, want.state[k].first);
-    const Tensor& state = want.state[k].second;
+    const Tensor state = want.state[k].second.to(Device::cpu());
     const Tensor expected = state.dim() == 0 ? state : rows_of(state, rank, world);
     expect_near(got.state[k].second, expected, rel_end, describe(c) + ", optimiser state " + want.state[k].first);
   }
@@ -156,6 +162,17 @@ TEST(FullyShard, TrainsAsDdpWithoutReshardingAfterForward) { train_against_ddp({
 TEST(FullyShard, TrainsAsDdpWithPrefetch) { train_against_ddp({"resnet", "adam", true, true}); }
 TEST(FullyShard, TrainsAsDdpWithGradientClipping) { train_against_ddp({"resnet", "sgd", true, true, true}); }
 TEST(FullyShard, TrainsAsDdpUnderBf16Autocast) { train_against_ddp({"resnet", "adam", true, false, false, true}); }
+
+// On a GPU: parameters, shards and collectives of CUDA tensors (over MPI staging here; make
+// gpu-check runs it with two ranks sharing one GPU). Skipped, on every rank together, without one.
+TEST(FullyShard, TrainsAsDdpOnAGpu) {
+  const Tensor no_gpu_somewhere = full({1}, cuda_device_count() > 0 ? 0 : 1, TensorOptions().dtype(DType::i32));
+  group().all_reduce(no_gpu_somewhere, ReduceOp::Max);
+  if (no_gpu_somewhere.item<int32_t>() == 1) GTEST_SKIP() << "needs a CUDA device on every rank's machine";
+  Case c{"resnet", "adam"};
+  c.device = Device::cuda(mpi::node_rank_and_size().first % cuda_device_count());
+  train_against_ddp(c);
+}
 
 TEST(FullyShard, FreesParametersBetweenForwardAndBackwardAndRefillsWhatAutogradSaved) {
   manual_seed(5);
