@@ -246,7 +246,7 @@ FIGURE_PACKAGES := python3-matplotlib
 figures: configure mpirun-as-root
 	@$(call find_missing,$(FIGURE_PACKAGES)); \
 	if [ -n "$$missing" ]; then echo "make figures needs:$$missing (apt-get install -y$$missing)"; exit 1; fi
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 sampler_indices cnn_roofline
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 chapter8 sampler_indices cnn_roofline
 	@tools/figures/make_figures.sh $(BUILD_DIR)
 
 # Sanitizers and fuzzing (README, "Sanitizers and fuzzing"), CPU only, with Clang: libFuzzer

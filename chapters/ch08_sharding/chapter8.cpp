@@ -391,7 +391,7 @@ int run(const Options& o) {
                   .add("epochs", o.train.epochs).add("steps", step).add("batch", o.train.batch_size)
                   .add("samples_per_s", speed.samples_per_s).add("test_acc", result.accuracy)
                   .add("final_loss", speed.mean_loss).add("shard", o.shard).add("optimizer", o.optimizer)
-                  .add("peak_bytes", last_ledger.peak_total).add("model_state_bytes", last_ledger.peak_model_state)
+                  .add("parameters", static_cast<int64_t>(psi)).add("peak_bytes", last_ledger.peak_total).add("model_state_bytes", last_ledger.peak_model_state)
                   .add("comm_bytes_per_step", static_cast<int64_t>(std::llround(last_sent.total_bytes())))
                   .add("checksum", checksum_hex(checksum)).add("backend", group.backend_name()).str());
   destroy_process_group();

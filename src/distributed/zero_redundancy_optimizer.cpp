@@ -148,6 +148,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, Pro
   LOCKSTEP_CHECK(optimizer_ != nullptr, "ZeroRedundancyOptimizer: the optimizer factory returned no optimizer");
 }
 
+//! [step]
 void ZeroRedundancyOptimizer::step() {
   const RecordFunction span("ZeroRedundancyOptimizer.step", "optim");
   // This rank's partition: the only parameters whose state it keeps.
@@ -173,6 +174,7 @@ void ZeroRedundancyOptimizer::step() {
     }
   }
 }
+//! [step]
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) { lockstep::zero_grad(params_, set_to_none); }
 

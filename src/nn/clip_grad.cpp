@@ -33,10 +33,12 @@ void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, d
   }
 }
 
+//! [clip]
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   const double total = std::sqrt(grad_squared_sum(params));
   clip_grads_with_norm_(params, max_norm, total);
   return total;
 }
+//! [clip]
 
 }  // namespace lockstep

@@ -21,7 +21,13 @@ COLOURS = {
     "data": "#8c8c8c", "forward": "#4c72b0", "loss": "#c7a03b", "backward": "#dd8452",
     "step": "#55a868", "communication": "#c44e52", "other": "#d0d0d0",
     "scatter": "#8172b3", "replicate": "#937860", "gather": "#da8bc3", "reduce": "#c44e52",
-    "ddp": "#64b5cd",
+    "ddp": "#64b5cd", "all_gather": "#8172b3", "reduce_scatter": "#c44e52", "fsdp": "#64b5cd",
+}
+
+# The memory ledger's categories (core/memory_ledger.h), in its order, with their colours.
+MEMORY_COLOURS = {
+    "parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
+    "unsharded parameters": "#8172b3", "communication buffers": "#c44e52", "activations and other": "#d0d0d0",
 }
 RANK_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
 

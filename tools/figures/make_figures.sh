@@ -3,7 +3,7 @@
 # this folder that draw each SVG into chapters/chNN_*/figures/, where they are committed
 # (README.md beside this script lists each command and the machine).
 #
-#   tools/figures/make_figures.sh BUILD_DIR     (after building chapter2 to chapter6,
+#   tools/figures/make_figures.sh BUILD_DIR     (after building chapter2 to chapter6, chapter8,
 #                                                sampler_indices and cnn_roofline in BUILD_DIR)
 #
 # Every chapter runs on the CPU (--device cpu, whatever GPUs the machine has: the figures' titles
@@ -21,7 +21,8 @@ draw() {  # draw SCRIPT ARGS...: one of this folder's Python scripts
 }
 set -x
 mkdir -p "$runs" chapters/ch01_tensors/figures chapters/ch02_training/figures chapters/ch03_data_parallel/figures \
-  chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures chapters/ch06_syncbn_checkpoints/figures
+  chapters/ch04_ddp/figures chapters/ch05_mixed_precision/figures chapters/ch06_syncbn_checkpoints/figures \
+  chapters/ch08_sharding/figures
 
 # Chapter 1: matrix multiply on the CPU and on a GPU, from a committed measurement.
 draw matmul_cpu_gpu.py tools/figures/data/matmul_h100.csv chapters/ch01_tensors/figures/matmul_cpu_gpu.svg
@@ -73,3 +74,26 @@ draw resume_curve.py "$runs/ch6-whole.csv" "$runs/ch6-killed.csv" "$runs/ch6-res
 # Chapter 6's larger effective batch (its own script: many runs).
 tools/figures/effective_batch.sh "$build" "$runs" > "$runs/effective_batch.log"
 draw effective_batch.py "$runs" chapters/ch06_syncbn_checkpoints/figures/effective_batch.svg
+
+# Chapter 8: ResNet-50 with Adam. The model state per rank of every mode on 1 to 4 ranks (memory,
+# not speed: 4 ranks oversubscribe 2 cores); a rank's memory over one step in each mode; and the
+# timeline of a FSDP step.
+echo "mode,ranks,psi,model_state_bytes" > "$runs/ch8-memory.csv"
+for shard in none zero1 zero2 fsdp; do
+  for ranks in 1 2 3 4; do
+    mpirun --oversubscribe -n "$ranks" "$build/chapter8" --device cpu --threads 1 --shard "$shard" --max-steps 2 \
+      --batch-size 4 --eval-images 0 > "$runs/ch8-$shard-$ranks.log"
+    sed -n "s/^RESULT .* parameters=\([0-9]*\) .*model_state_bytes=\([0-9]*\) .*/$shard,$ranks,\1,\2/p" \
+      "$runs/ch8-$shard-$ranks.log" >> "$runs/ch8-memory.csv"
+  done
+done
+draw zero_memory.py "$runs/ch8-memory.csv" chapters/ch08_sharding/figures/zero_memory.svg
+for shard in none zero1 zero2 fsdp; do
+  mpirun -n 2 "$build/chapter8" --device cpu --threads 1 --shard "$shard" --max-steps 3 --eval-images 0 \
+    --memory-timeline "$runs/ch8-timeline-$shard.csv" > "$runs/ch8-timeline-$shard.log"
+done
+draw memory_timeline.py chapters/ch08_sharding/figures/memory_timeline.svg none="$runs/ch8-timeline-none.csv" \
+  zero1="$runs/ch8-timeline-zero1.csv" zero2="$runs/ch8-timeline-zero2.csv" fsdp="$runs/ch8-timeline-fsdp.csv"
+mpirun -n 2 "$build/chapter8" --device cpu --threads 1 --shard fsdp --max-steps 5 --eval-images 0 \
+  --trace "$runs/ch8-trace.json" > "$runs/ch8-trace.log"
+draw fsdp_step_timeline.py "$runs/ch8-trace.json" chapters/ch08_sharding/figures/fsdp_step_timeline.svg
