@@ -220,7 +220,7 @@ RESULTS_EPOCHS ?= 1
 RESULTS_DIR ?= $(BUILD_DIR)/results
 RESULTS_TORCH ?=
 results: configure mpirun-as-root
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target chapter2 chapter3 chapter4 chapter5 chapter6 chapter8
 	@/usr/bin/python3 tools/results/results.py --build $(BUILD_DIR) --out $(RESULTS_DIR) --model $(RESULTS_MODEL) \
 	  --dataset $(RESULTS_DATASET) $(if $(RESULTS_DATA),--data $(RESULTS_DATA)) --devices $(RESULTS_DEVICES) \
 	  --batch-size $(RESULTS_BATCH) --epochs $(RESULTS_EPOCHS) --train-images $(RESULTS_TRAIN_IMAGES) \

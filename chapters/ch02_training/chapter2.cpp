@@ -218,7 +218,8 @@ int run(const Options& o) {
   std::cout << ResultLine(2).add("model", o.model).add("device", device.str()).add("world", 1).add("epochs", epoch)
                    .add("batch", o.train.batch_size).add("samples_per_s", samples_per_s)
                    .add("epoch_s", train_seconds / epoch).add("test_acc", result.accuracy).add("final_loss", last_loss)
-                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str()
+                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
+                   .add("peak_bytes", memory_ledger(device).peak_total).str()
             << std::endl;
   return 0;
 }

@@ -289,7 +289,8 @@ int run(const Options& o) {
                    .add("epoch_s", train_seconds / epoch).add("test_acc", accuracy).add("final_loss", last_loss)
                    .add("step_ms", 1e3 * times.total() / static_cast<double>(times.steps))
                    .add("single_step_ms", 1e3 * single.total() / static_cast<double>(single.steps))
-                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str()
+                   .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
+                   .add("peak_bytes", memory_ledger(devices[0]).peak_total).str()
             << std::endl;
   return 0;
 }

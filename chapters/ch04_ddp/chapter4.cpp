@@ -236,7 +236,8 @@ int run(const Options& o) {
                   .add("samples_per_s", speed.samples_per_s).add("epoch_s", speed.slowest_s / epoch)
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("backend", group.backend_name()).add("threads", get_num_threads())
-                  .add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str());
+                  .add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
+                  .add("peak_bytes", memory_ledger(device).peak_total).str());
   destroy_process_group();
   return 0;
 }

@@ -240,7 +240,8 @@ int run(const Options& o) {
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("amp", precision.name).add("skipped_steps", skipped).add("final_scale", scaler.get_scale())
                   .add("comm_hook", comm_hook_name(hook)).add("backend", group.backend_name())
-                  .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu).str());
+                  .add("threads", get_num_threads()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
+                  .add("peak_bytes", memory_ledger(device).peak_total).str());
   destroy_process_group();
   return 0;
 }

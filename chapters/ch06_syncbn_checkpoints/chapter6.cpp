@@ -365,7 +365,7 @@ int run(const Options& o) {
                   .add("test_acc", result.accuracy).add("final_loss", speed.mean_loss)
                   .add("saved_allreduces", saved).add("checksum", checksum_hex(final_checksum))
                   .add("backend", group.backend_name()).add("flops_per_sample", mfu.per_sample).add("mfu", mfu.mfu)
-                  .str());
+                  .add("peak_bytes", memory_ledger(device).peak_total).str());
   destroy_process_group();
   return 0;
 }

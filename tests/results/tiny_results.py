@@ -7,8 +7,8 @@ ResNet-50, goes through the same flags and programs; chapter2_resnet50_cifar10 t
     tiny_results.py BUILD OUT
 
 Checks: the CSV has a row for each configuration; one device, DataParallel, DDP and DDP with
-bf16 ran, each with a time per epoch and a test accuracy, and as many updates per epoch as 64
-images make in its effective batch; a row that did not run says why (its device count, or the
+bf16, ZeRO-2 and FSDP ran, each with a time per epoch, a test accuracy and its peak memory per
+rank, and as many updates per epoch as 64 images make in its effective batch; a row that did not run says why (its device count, or the
 reason its program skipped, any text), and the markdown table shows the same reason; the table
 and the SVG chart name the machine, the commit and the workload.
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 
 from results_files import check, check_ran, read_rows, row_named, run_results
 
-RAN = ("one device", "DataParallel, 2 replicas", "DDP, 2 ranks", "DDP, 2 ranks + mixed precision (bf16)")
+RAN = ("one device", "DataParallel, 2 replicas", "DDP, 2 ranks", "DDP, 2 ranks + mixed precision (bf16)",
+       "ZeRO-2, 2 ranks", "FSDP, 2 ranks")
 
 
 def main(build, out):
@@ -26,11 +27,12 @@ def main(build, out):
     run_results(["--build", build, "--out", out, "--model", "cnn", "--train-images", "64", "--test-images", "32",
                  "--batch-size", "8", "--timeout", "240"])
     rows = read_rows(Path(out, "results-cpu.csv"))
-    check(len(rows) == 7, f"results-cpu.csv: expected 7 configurations, got {len(rows)}")
+    check(len(rows) == 9, f"results-cpu.csv: expected 9 configurations, got {len(rows)}")
     for label in RAN:
         row = row_named(rows, label)
         check_ran(row)
         check(row["per_device_batch"] == "8", f"'{label}' did not run at 8 images per device: {row}")
+        check(float(row["peak_mib"]) > 0, f"'{label}' has no peak memory per rank: {row}")
     # The updates per epoch follow from the effective batch: 64 images in batches of 8 and of 16.
     for label, updates in (("one device", "8"), ("DDP, 2 ranks", "4")):
         row = row_named(rows, label)

@@ -39,7 +39,7 @@ import dataset_folder
 import tables
 
 REPO = Path(__file__).resolve().parents[2]
-PROGRAMS = ("chapter2", "chapter3", "chapter4", "chapter5", "chapter6")
+PROGRAMS = ("chapter2", "chapter3", "chapter4", "chapter5", "chapter6", "chapter8")
 MODELS = ("mlp", "cnn", "resnet", "resnet50")
 ROW_KEYS = ("one", "torch", "dp2", "ddp2", "ddp2amp", "ddp4", "ddp4amp", "nodes2")
 NOT_ASKED = "not asked for (--only)"
@@ -122,6 +122,10 @@ class Row:
         return self.devices * self.per_device_batch
 
 
+# Chapter 8 trains a few steps of Adam by default; the table's rows train as the others do.
+SHARDED = ["--optimizer", "sgd", "--max-steps", "0", "--eval-images", "-1"]
+
+
 def configurations(args, device, available, data):
     """The rows for one device kind, `available` of which the machine has."""
     b = Path(args.build).resolve()
@@ -150,6 +154,12 @@ def configurations(args, device, available, data):
             mpirun + ["4", str(b / "chapter4")] + common + batch + one_thread + dev),
         Row("ddp4amp", f"DDP, 4 ranks + mixed precision ({amp})", 4, args.batch_size,
             mpirun + ["4", str(b / "chapter5")] + common + batch + one_thread + dev + ["--amp", amp]),
+        # Chapter 8's sharded modes: the same training (SGD with momentum, a whole epoch, the whole
+        # test set), each rank keeping a shard of the model state.
+        Row("zero2", "ZeRO-2, 2 ranks", 2, args.batch_size,
+            mpirun + ["2", str(b / "chapter8")] + common + batch + one_thread + dev + SHARDED + ["--shard", "zero2"]),
+        Row("fsdp2", "FSDP, 2 ranks", 2, args.batch_size,
+            mpirun + ["2", str(b / "chapter8")] + common + batch + one_thread + dev + SHARDED + ["--shard", "fsdp"]),
     ]
     if args.torch_python:
         # The anchor: PyTorch's one device on the same images (tests/reference/chapter2_torch.py).
@@ -225,7 +235,9 @@ def run_row(row, out, train_images, timeout):
         row.reason = f"its RESULT line has no usable {e}; see runs/{row.key}.log"
         print(f"   {row.reason}", flush=True)
         return
-    row.result = dict(numbers, epoch_s=epoch_s, wall_s=time.time() - start)
+    # Peak bytes of tensor memory on (rank 0's) device, where the chapter reports it.
+    peak = float(result["peak_bytes"]) if "peak_bytes" in result else None
+    row.result = dict(numbers, epoch_s=epoch_s, wall_s=time.time() - start, peak_bytes=peak)
     print(f"   {epoch_s:.1f} s per epoch, test_acc {row.result['test_acc']:.4f}", flush=True)
 
 

@@ -18,15 +18,22 @@ def write_csv(path, rows, train_images, base):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["configuration", "devices", "per_device_batch", "effective_batch", "updates_per_epoch",
-                    "epoch_s", "speedup", "samples_per_s", "test_acc", "final_loss", "note"])
+                    "epoch_s", "speedup", "samples_per_s", "test_acc", "final_loss", "peak_mib", "note"])
         for r in rows:
             if r.result:
                 w.writerow([r.label, r.devices, r.per_device_batch, r.effective_batch, updates(r, train_images),
                             f"{r.result['epoch_s']:.2f}", f"{base / r.result['epoch_s']:.2f}" if base else "",
                             f"{r.result['samples_per_s']:.1f}", f"{r.result['test_acc']:.4f}",
-                            f"{r.result['final_loss']:.4f}", ""])
+                            f"{r.result['final_loss']:.4f}", peak_mib(r), ""])
             else:
-                w.writerow([r.label, r.devices, r.per_device_batch, r.effective_batch, "", "", "", "", "", "", r.reason])
+                w.writerow([r.label, r.devices, r.per_device_batch, r.effective_batch, "", "", "", "", "", "", "",
+                            r.reason])
+
+
+def peak_mib(row):
+    """The row's peak tensor memory on one device in MiB (rank 0's), or "" where it has none."""
+    peak = row.result.get("peak_bytes")
+    return f"{peak / 2**20:.1f}" if peak is not None else ""
 
 
 def cell(text):
@@ -39,16 +46,17 @@ def write_markdown(path, rows, header, train_images, base):
     lines = [f"# {header['title']}", ""]
     lines += [f"- {k}: {v}" for k, v in header["facts"]]
     lines += ["", "| configuration | devices | effective batch | updates per epoch | s per epoch | speed-up | "
-              "samples/s | test accuracy |", "|---|---|---|---|---|---|---|---|"]
+              "samples/s | test accuracy | peak MiB per rank |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.result:
             speedup = f"{base / r.result['epoch_s']:.2f}x" if base else "-"
             lines.append(f"| {r.label} | {r.devices} | {r.devices} x {r.per_device_batch} = {r.effective_batch:,} | "
                          f"{updates(r, train_images)} | {r.result['epoch_s']:.1f} | {speedup} | "
-                         f"{r.result['samples_per_s']:.1f} | {100 * r.result['test_acc']:.1f}% |")
+                         f"{r.result['samples_per_s']:.1f} | {100 * r.result['test_acc']:.1f}% | "
+                         f"{peak_mib(r) or '-'} |")
         else:
             lines.append(f"| {r.label} | {r.devices} | {r.devices} x {r.per_device_batch} = {r.effective_batch:,} | "
-                         f"- | - | - | - | {cell(r.reason)} |")
+                         f"- | - | - | - | {cell(r.reason)} | - |")
     Path(path).write_text("\n".join(lines) + "\n")
 
 
