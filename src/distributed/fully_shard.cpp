@@ -469,10 +469,10 @@ void FSDPModule::load_full_state_dict(const StateDict& state, bool strict) {
                    shape_str(found->second.shape()), " in the state dict but ", shape_str(tensor.shape()),
                    " in the model");
   }
-  for (const auto& [name, tensor] : state) {
-    if (std::none_of(mine.begin(), mine.end(), [&](const auto& entry) { return entry.first == name; })) {
-      unexpected.push_back(name);
-    }
+  std::map<std::string, bool> known;
+  for (const auto& entry : mine) known[entry.first] = true;
+  for (const auto& entry : state) {
+    if (!known.count(entry.first)) unexpected.push_back(entry.first);
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::string message = "load_full_state_dict:";
