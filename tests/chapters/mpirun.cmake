@@ -279,7 +279,7 @@ foreach(shard zero1 zero2 fsdp)
                        ENVIRONMENT "${MPI_TEST_ENVIRONMENT}")
 endforeach()
 lockstep_mpirun_test(chapter8_fsdp_3_ranks_ledgers 3
-                     "model state peak [0-9.]+ MiB; formula .4.4.8.Ψ/N = [0-9.]+ MiB, plus the units gathered.*sent in step 3: all_gather 7x [0-9.]+ MiB, reduce_scatter [0-9]+x [0-9.]+ MiB = [0-9.]+ MiB; formula 3Ψ.N-1./N.*RESULT chapter=8 model=resnet device=cpu world=3 .*shard=fsdp optimizer=adam peak_bytes=[0-9]+ model_state_bytes=[0-9]+ comm_bytes_per_step=[0-9]+ "
+                     "model state peak [0-9.]+ MiB; formula .4.4.8.Ψ/N = [0-9.]+ MiB, plus the units gathered.*sent in step 3: all_gather 7x [0-9.]+ MiB, reduce_scatter [0-9]+x [0-9.]+ MiB = [0-9.]+ MiB; formula 3Ψ.N-1./N.*RESULT chapter=8 model=resnet device=cpu world=3 .*shard=fsdp optimizer=adam parameters=[0-9]+ peak_bytes=[0-9]+ model_state_bytes=[0-9]+ comm_bytes_per_step=[0-9]+ "
                      ${chapter8_run} --shard fsdp)
 lockstep_mpirun_test(chapter8_fsdp_options 2
                      "formula 2Ψ.N-1./N.*RESULT chapter=8 .*shard=fsdp "
