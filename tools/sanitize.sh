@@ -29,8 +29,8 @@ case "$mode" in
     tools/sanitizers/configure_asan.sh "$build"
     # The programs the suite's tests start (TESTS=regex may pick any test of its labels, so it
     # builds every program those tests may start).
-    targets="unit_tests planted_bugs mpi_tests failing_rank faulty_rank fuzz_idx fuzz_cifar10
-             fuzz_safetensors fuzz_launch fuzz_checkpoint chapter1 chapter2 chapter3 chapter4 chapter5 chapter6"
+    targets="unit_tests planted_bugs mpi_tests failing_rank faulty_rank sharded_checkpoint_tool fuzz_idx fuzz_cifar10
+             fuzz_safetensors fuzz_launch fuzz_checkpoint chapter1 chapter2 chapter3 chapter4 chapter5 chapter6 chapter8"
     labels='^(unit|mpi|chapter|fuzz)$'
     tests=${TESTS:-}
     if [ -n "$tests" ]; then targets=all_test_programs; fi
@@ -64,6 +64,8 @@ case "$mode" in
     #                                     the all-reduce of bf16 copies of the gradients
     #   chapter6_mpirun_2_ranks           SyncBatchNorm's all-gathers, a checkpoint written by
     #                                     rank 0 and read back by every rank
+    #   chapter8_fsdp_options             FSDP on 2 ranks: units gathered, freed and refilled,
+    #                                     reduce-scatters, clipping over shards, bf16 autocast
     # Left out: chapter4_smoke and chapter6_smoke (the same programs alone, which the 2-rank
     # runs cover), the refusals (a flag's or a file's check, then an exit; the checks are unit
     # tests), runs that repeat a path above with another model, more ranks or more steps, and
@@ -75,7 +77,7 @@ case "$mode" in
     # ErrorMessage.AnAbsentGpuEndsWithTheDeviceFlag checks the "built without CUDA" sentence,
     # and chapter2_cuda_without_gpu a chapter's refusal of --device cuda.
     one_process_runs='^(chapter[1-3]_smoke|chapter2_save|chapter2_load|chapter2_cuda_without_gpu)$'
-    mpi_runs='^(chapter5_smoke|chapter4_mpirun_trace|chapter5_mpirun_bf16_compressed_gradients|chapter6_mpirun_2_ranks)$'
+    mpi_runs='^(chapter5_smoke|chapter4_mpirun_trace|chapter5_mpirun_bf16_compressed_gradients|chapter6_mpirun_2_ranks|chapter8_fsdp_options)$'
     ;;
   tsan)
     # Clang and LLVM's OpenMP runtime (libomp): GCC's libgomp is not instrumented, so every
