@@ -114,37 +114,8 @@ struct Trainer {
   Module* forward = nullptr;                        // what the loop calls: the DDP wrapper or the model
   std::function<void()> zero_grad, step;
   std::function<double(double max_norm)> clip;      // returns the norm before clipping
-  std::function<StateDict()> whole_parameters;      // every rank the same, unsharded names
+  std::function<StateDict()> whole_state;           // every rank the same, unsharded names
 };
-
-// The sum over ranks of `shards`' squared gradients, then each scaled: clip_grad_norm_ when
-// every rank holds a different part of the gradients.
-double clip_sharded(ProcessGroup& group, const std::vector<Tensor>& shards, double max_norm, Device device) {
-  const Tensor squares = from_vector({grad_squared_sum(shards)}, {1}, TensorOptions().dtype(DType::f64).device(device));
-  {
-    const CollectiveCaller caller("clip_grad_norm_ over shards");
-    group.all_reduce(squares, ReduceOp::Sum);
-  }
-  const double total = std::sqrt(squares.item());
-  clip_grads_with_norm_(shards, max_norm, total);
-  return total;
-}
-
-// Parameters only, by name, from a module or a state dict with its keys.
-StateDict parameters_of(Module& model) {
-  StateDict out;
-  for (const auto& [name, p] : model.named_parameters()) out.emplace_back(name, p.detach());
-  return out;
-}
-
-uint64_t weights_checksum(const StateDict& params) {
-  uint64_t hash = fnv1a(nullptr, 0);
-  for (const auto& [name, tensor] : params) {
-    const uint64_t one = tensor_checksum(tensor);
-    hash = fnv1a(&one, sizeof one, hash);
-  }
-  return hash;
-}
 
 int run(const Options& o) {
   const DistributedRank started = start_rank(o.rank);
@@ -208,16 +179,7 @@ int run(const Options& o) {
     trainer.zero_grad = [&] { plain->zero_grad(); };
     trainer.step = [&] { plain->step(); };
     trainer.clip = [&](double max_norm) { return root->clip_grad_norm_(max_norm); };
-    trainer.whole_parameters = [&] {
-      const StateDict full = root->full_state_dict();
-      StateDict params;
-      for (const auto& [name, p] : model->named_parameters()) {
-        for (const auto& entry : full) {
-          if (entry.first == name) params.push_back(entry);
-        }
-      }
-      return params;
-    };
+    trainer.whole_state = [&] { return root->full_state_dict(); };
   } else {
     ddp = std::make_shared<DistributedDataParallel>(
         model, DistributedDataParallelOptions().shard_gradients(o.shard == "zero2"));
@@ -237,9 +199,9 @@ int run(const Options& o) {
     }
     trainer.clip = [&](double max_norm) {
       // ZeRO-2's gradients are shards; DDP's and ZeRO-1's whole, the same on every rank.
-      return zero2 ? clip_sharded(group, zero2->parts(), max_norm, device) : clip_grad_norm_(ddp->parameters(), max_norm);
+      return zero2 ? clip_grad_norm_(group, zero2->parts(), max_norm) : clip_grad_norm_(ddp->parameters(), max_norm);
     };
-    trainer.whole_parameters = [&] { return parameters_of(*model); };
+    trainer.whole_state = [&] { return model->state_dict(); };
   }
   //! [modes]
   print_rank0("model: " + o.model + ", " + std::to_string(static_cast<long long>(psi)) + " parameters (Ψ), " +
@@ -372,7 +334,7 @@ int run(const Options& o) {
 
   // The whole model's weights, every rank's checksum: the same on every rank, and the same
   // in every mode that adds in the same order.
-  const uint64_t checksum = weights_checksum(trainer.whole_parameters());
+  const uint64_t checksum = weights_checksum(*model, trainer.whole_state());
   log_rank("weights checksum " + checksum_hex(checksum));
   Evaluation result;
   result.accuracy = std::nan("");  // no evaluation asked for

@@ -1,11 +1,14 @@
 #include "common/distributed_evaluation.h"
 
 #include <cstdio>
+#include <map>
 #include <vector>
 
+#include "core/error.h"
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
 #include "distributed/collective_caller.h"
+#include "distributed/rank_agreement.h"
 #include "tensor/ops/loss.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/ops/elementwise.h"
@@ -51,6 +54,18 @@ std::string checksum_hex(uint64_t value) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
   return text;
+}
+
+uint64_t weights_checksum(Module& model, const StateDict& state) {
+  std::map<std::string, Tensor> by_name(state.begin(), state.end());
+  uint64_t hash = fnv1a(nullptr, 0);
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto found = by_name.find(name);
+    LOCKSTEP_CHECK(found != by_name.end(), "weights_checksum: the state dict has no parameter \"", name, "\"");
+    const uint64_t one = tensor_checksum(found->second);
+    hash = fnv1a(&one, sizeof one, hash);
+  }
+  return hash;
 }
 
 }  // namespace lockstep

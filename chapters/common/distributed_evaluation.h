@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "distributed/process_group.h"
 #include "nn/module.h"
+#include "nn/state_dict.h"
 
 namespace lockstep {
 
@@ -29,5 +30,12 @@ Evaluation evaluate(Module& model, const std::shared_ptr<const Dataset>& test_se
 
 /// `value` as 16 hexadecimal digits, as the chapters print checksums.
 std::string checksum_hex(uint64_t value);
+
+/// One number for `model`'s weights: the FNV-1a of each parameter's tensor_checksum, in
+/// `model.named_parameters()` order, each taken by name from `state` (the model's own
+/// state_dict, or a sharded model's gathered full_state_dict). Buffers are left out: each rank's
+/// BatchNorm statistics may be its own. The same weights give the same number on every rank and
+/// in every way of sharding.
+uint64_t weights_checksum(Module& model, const StateDict& state);
 
 }  // namespace lockstep

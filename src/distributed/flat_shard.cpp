@@ -1,8 +1,11 @@
 #include "distributed/flat_shard.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
+#include "distributed/collective_caller.h"
+#include "nn/clip_grad.h"
 #include "tensor/autograd/grad_mode.h"
 
 namespace lockstep {
@@ -56,6 +59,19 @@ Tensor reduce_scatter_to_shard(ProcessGroup& group, const Tensor& flat, ReduceOp
   const Tensor shard = empty({size}, TensorOptions().dtype(flat.dtype()).device(flat.device()));
   group.reduce_scatter(shard, padded, op);
   return shard;
+}
+
+double clip_grad_norm_(ProcessGroup& group, const std::vector<Tensor>& shards, double max_norm) {
+  // Padding rows hold zero gradients: they add nothing.
+  const Device device = shards.empty() ? Device::cpu() : shards.front().device();
+  const Tensor squares = from_vector({grad_squared_sum(shards)}, {1}, TensorOptions().dtype(DType::f64).device(device));
+  {
+    const CollectiveCaller caller("clip_grad_norm_ over shards");
+    group.all_reduce(squares, ReduceOp::Sum);
+  }
+  const double total = std::sqrt(squares.item());
+  clip_grads_with_norm_(shards, max_norm, total);
+  return total;
 }
 
 }  // namespace lockstep

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "distributed/process_group.h"
 
@@ -34,5 +35,11 @@ Tensor all_gather_shards(ProcessGroup& group, const Tensor& shard, int64_t numel
 /// length on every rank), of which this rank receives its shard: a new tensor of
 /// shard_numel(flat.numel(), size) elements, zeros past the end. A collective: every rank calls it.
 Tensor reduce_scatter_to_shard(ProcessGroup& group, const Tensor& flat, ReduceOp op = ReduceOp::Sum);
+
+/// clip_grad_norm_ (nn/clip_grad.h) when each rank holds a different part of the gradients
+/// (ZeRO-2's, FSDP's shards): the sum of this rank's squares, all-reduced, gives the whole
+/// model's norm, the norm DDP would find up to the order of the additions; every rank then
+/// scales its `shards`' gradients by the same factor. Returns that norm. A collective.
+double clip_grad_norm_(ProcessGroup& group, const std::vector<Tensor>& shards, double max_norm);
 
 }  // namespace lockstep

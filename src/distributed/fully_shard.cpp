@@ -1,7 +1,6 @@
 #include "distributed/fully_shard.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -12,7 +11,6 @@
 #include "distributed/flat_shard.h"
 #include "distributed/init_process_group.h"
 #include "distributed/rank_agreement.h"
-#include "nn/clip_grad.h"
 #include "tensor/autograd/engine.h"
 #include "tensor/autograd/grad_mode.h"
 #include "tensor/autograd/node.h"
@@ -406,19 +404,7 @@ void FSDPModule::finalize_backward() {
   }
 }
 
-double FSDPModule::clip_grad_norm_(double max_norm) {
-  const std::vector<Tensor> shards = parameters();
-  // The padding rows' gradients are zeros: they add nothing.
-  const Tensor squares = from_vector({grad_squared_sum(shards)}, {1},
-                                     TensorOptions().dtype(DType::f64).device(flat_shard_.device()));
-  {
-    const CollectiveCaller caller("FSDP clip_grad_norm_");
-    group_.all_reduce(squares, ReduceOp::Sum);
-  }
-  const double total = std::sqrt(squares.item());
-  clip_grads_with_norm_(shards, max_norm, total);
-  return total;
-}
+double FSDPModule::clip_grad_norm_(double max_norm) { return lockstep::clip_grad_norm_(group_, parameters(), max_norm); }
 
 StateDict FSDPModule::full_state_dict() {
   const NoGradGuard no_grad;

@@ -1,7 +1,6 @@
 #include "distributed_checkpoint/sharded_checkpoint.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "core/error.h"
 #include "distributed/collective_caller.h"
+#include "distributed/flat_shard.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "tensor/autograd/grad_mode.h"
@@ -27,12 +27,6 @@ std::string shard_file(const std::string& dir, int rank, int world) {
 }
 
 std::string index_file(const std::string& dir) { return dir + "/index.safetensors"; }
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // Writes `tensors` with `metadata` and its checksum (io/checkpoint.h's, which the reader checks).
 void write_with_checksum(const std::string& path, const StateDict& tensors, std::map<std::string, std::string> metadata) {
@@ -81,15 +75,12 @@ int64_t number(const std::string& context, const CheckedFile& file, const std::s
   return value;
 }
 
-// Rows of a (rows, ...) tensor sharded over `world` ranks: R per rank, rank r's first.
-int64_t rows_per_rank(int64_t rows, int64_t world) { return (rows + world - 1) / world; }
-
 // This rank's new shard, (R_new, inner), of a tensor saved as shards of R_old rows over the
 // old ranks: the rows [first, first + count) it needs, taken from every old shard that holds
 // some. `piece(k)` is old rank k's shard, (R_old, inner).
 template <class Piece>
 Tensor reshard(int64_t rows, int64_t inner, int old_world, int new_world, int rank, const Piece& piece) {
-  const int64_t old_rows = rows_per_rank(rows, old_world), new_rows = rows_per_rank(rows, new_world);
+  const int64_t old_rows = shard_numel(rows, old_world), new_rows = shard_numel(rows, new_world);
   const Tensor out = zeros({new_rows, inner});
   const int64_t first = std::min(rows, rank * new_rows), last = std::min(rows, first + new_rows);
   for (int64_t row = first; row < last;) {
@@ -124,7 +115,7 @@ void save_sharded_checkpoint(const std::string& dir, FSDPModule& root, const Opt
     const CollectiveCaller caller("sharded checkpoint: save id");
     group.broadcast(id_tensor, 0);
   }
-  const std::string save_id = hex(static_cast<uint64_t>(id_tensor.to(Device::cpu()).item<int64_t>()));
+  const std::string save_id = std::to_string(static_cast<uint64_t>(id_tensor.to(Device::cpu()).item<int64_t>()));
 
   // This rank's file: its shards of the parameters and of the optimiser's state.
   StateDict tensors;
@@ -233,7 +224,7 @@ ShardedResumeInfo load_sharded_checkpoint(const std::string& dir, FSDPModule& ro
   for (size_t i = 0; i < shards.size(); ++i) {
     const auto& [name, whole] = wholes[i];
     const int64_t rows = whole.dim() == 0 ? 1 : whole.size(0), inner = whole.numel() / rows;
-    const int64_t old_rows = rows_per_rank(rows, old_world);
+    const int64_t old_rows = shard_numel(rows, old_world);
     const auto take = [&](const std::string& key) {
       return reshard(rows, inner, old_world, world, rank,
                      [&](int k) { return saved_tensor(k, key).reshape({old_rows, inner}); });

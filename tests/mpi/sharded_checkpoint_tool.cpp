@@ -17,19 +17,6 @@ using namespace lockstep;
 
 namespace {
 
-// The whole model's parameters (not its buffers: each rank's BatchNorm statistics are its own).
-uint64_t weights_checksum(const StateDict& state, Module& model) {
-  uint64_t hash = fnv1a(nullptr, 0);
-  for (const auto& [name, p] : model.named_parameters()) {
-    for (const auto& [key, tensor] : state) {
-      if (key != name) continue;
-      const uint64_t one = tensor_checksum(tensor);
-      hash = fnv1a(&one, sizeof one, hash);
-    }
-  }
-  return hash;
-}
-
 // Every tensor of every file of two checkpoint folders, bit for bit (the metadata, which holds
 // each save's id, left aside).
 int compare(const std::string& a, const std::string& b) {
@@ -88,7 +75,7 @@ int main(int argc, char** argv) {
       }
       position.step_in_epoch = position.global_step = steps;
     }
-    log_rank("weights checksum " + checksum_hex(weights_checksum(root->full_state_dict(), *model)));
+    log_rank("weights checksum " + checksum_hex(weights_checksum(*model, root->full_state_dict())));
     if (!save.empty()) save_sharded_checkpoint(save, *root, optimizer, position, group);
     destroy_process_group();
     return 0;
